@@ -1,0 +1,52 @@
+"""The exceptions pycel raises. Every one derives from :class:`PycelError`.
+
+Example::
+
+    try:
+        pycel.compile(pattern)
+    except pycel.PatternError as err:
+        print(err)
+"""
+
+from __future__ import annotations
+
+
+class PycelError(Exception):
+    """Base class of every error pycel raises on purpose."""
+
+
+class PatternError(PycelError, TypeError):
+    """A pattern is ill-formed: unbound variable, wrong types, unsafe or unsatisfiable."""
+
+
+class UnsupportedError(PycelError, NotImplementedError):
+    """A valid pattern uses something the engine does not support yet."""
+
+
+class DataError(PycelError, ValueError):
+    """Input data is wrong: unknown event type or attribute, bad value, time going back.
+
+    ``row`` is the 0-based row of the offending input (when known), ``column`` its column.
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, column: str | None = None):
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.row = row
+        self.column = column
+
+
+class CeqlSyntaxError(PycelError, SyntaxError):
+    """A CEQL text could not be parsed; carries 1-based ``line`` and ``column``."""
+
+    def __init__(self, message: str, text: str, line: int, column: int):
+        lines = text.splitlines() or [""]
+        shown = lines[line - 1] if 0 < line <= len(lines) else ""
+        caret = " " * (column - 1) + "^"
+        super().__init__(f"{message} at line {line}, column {column}\n  {shown}\n  {caret}")
+        self.line = line
+        self.column = column

@@ -1,0 +1,278 @@
+"""Event types: ``pycel.Event`` subclasses with typed ``pycel.Field`` attributes.
+
+The technique is SQLAlchemy 2.0's ``Mapped[T]``: reading a field on the *class* gives a
+typed expression (``Stock.price`` is an ``Expr[float]``), reading it on an *instance* gives
+the value. ``alias(Sell, "s")`` names one occurrence of an event type in a pattern.
+
+Example::
+
+    class Stock(pycel.Event):
+        name: pycel.Field[str]
+        price: pycel.Field[float]
+        time: pycel.Field[int]
+
+    class Buy(Stock): ...
+
+    b = pycel.alias(Buy, "b")
+    b.price > 10            # an Expr[bool] over occurrence "b"
+    Buy(name="X", price=3.0, time=1).price   # 3.0
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overload
+
+from .errors import PatternError
+from .expr import Attr, Expr
+
+if TYPE_CHECKING:
+    from .dsl import Pattern, PatternLike
+
+T = TypeVar("T")
+E = TypeVar("E", bound="Event")
+
+#: The type to declare event-time attributes with: ``time: Field[Timestamp]``.
+Timestamp = datetime
+
+_DTYPE_OF_PY: dict[object, str] = {
+    bool: "bool",
+    int: "int",
+    float: "float",
+    str: "str",
+    datetime: "time",
+    "bool": "bool",
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "datetime": "time",
+    "Timestamp": "time",
+    "pycel.Timestamp": "time",
+}
+
+
+class Field(Generic[T]):
+    """A typed attribute of an event type; declare it as an annotation.
+
+    Example::
+
+        class Stock(pycel.Event):
+            price: pycel.Field[float]
+
+        Stock.price        # Expr[float], usable in predicates
+        Stock(price=2.5).price   # 2.5
+    """
+
+    def __init__(self, dtype: str, name: str = "") -> None:
+        self.dtype = dtype
+        self.name = name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: Any) -> Attr[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: Any) -> T: ...
+    def __get__(self, obj: object, owner: Any) -> Any:
+        if obj is None:
+            return Attr(None, self.name, self.dtype, event_name(owner))
+        return obj.__dict__.get(self.name)
+
+    def __repr__(self) -> str:
+        return f"Field[{self.dtype}]({self.name!r})"
+
+
+def _dtype_from_annotation(ann: object, module: str) -> str | None:
+    """The dtype of a ``Field[...]`` annotation, or None when it is not a Field."""
+    if isinstance(ann, str):
+        m = re.fullmatch(r"\s*(?:[\w.]+\.)?Field\[\s*([\w.]+)\s*\]\s*", ann)
+        if m is None:
+            return None
+        arg: object = m.group(1)
+        if arg not in _DTYPE_OF_PY:
+            arg = sys.modules[module].__dict__.get(str(arg), arg)
+    else:
+        if getattr(ann, "__origin__", None) is not Field:
+            return None
+        arg = ann.__args__[0]  # type: ignore[attr-defined]
+    if arg not in _DTYPE_OF_PY:
+        raise PatternError(
+            f"Field[{getattr(arg, '__name__', arg)}] is not supported: use int, float, bool, "
+            "str or pycel.Timestamp"
+        )
+    return _DTYPE_OF_PY[arg]
+
+
+class EventMeta(type):
+    """Metaclass of event types: collects fields and lets classes combine into patterns."""
+
+    __fields__: dict[str, str]
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> EventMeta:
+        fields: dict[str, str] = {}
+        for base in reversed(bases):
+            fields.update(getattr(base, "__fields__", {}))
+        for attr, ann in ns.get("__annotations__", {}).items():
+            dtype = _dtype_from_annotation(ann, ns.get("__module__", "builtins"))
+            if dtype is None:
+                continue
+            if attr in fields and fields[attr] != dtype:
+                raise PatternError(
+                    f"{name}.{attr} is {dtype} but a base class declares it {fields[attr]}"
+                )
+            fields[attr] = dtype
+            ns[attr] = Field(dtype, attr)
+        ns["__fields__"] = fields
+        return super().__new__(mcs, name, bases, ns)
+
+    # Patterns from bare classes: ``Sell >> Buy``, ``Buy | Sell``, ``Buy & Sell``.
+    def __rshift__(cls, other: PatternLike) -> Pattern:
+        from .dsl import seq
+
+        return seq(cast("type[Event]", cls), other)
+
+    def __rrshift__(cls, other: PatternLike) -> Pattern:
+        from .dsl import seq
+
+        return seq(other, cast("type[Event]", cls))
+
+    def __or__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
+        from .dsl import as_pattern
+
+        return as_pattern(cast("type[Event]", cls)) | other
+
+    def __ror__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
+        from .dsl import as_pattern
+
+        return as_pattern(other) | cast("type[Event]", cls)
+
+    def __and__(cls, other: PatternLike) -> Pattern:
+        from .dsl import as_pattern
+
+        return as_pattern(cast("type[Event]", cls)) & other
+
+    def __rand__(cls, other: PatternLike) -> Pattern:
+        from .dsl import as_pattern
+
+        return as_pattern(other) & cast("type[Event]", cls)
+
+
+def event_name(cls: type) -> str:
+    """The name of an event type in data and CEQL: ``__event_name__`` or the class name."""
+    own = cls.__dict__.get("__event_name__")
+    return own if isinstance(own, str) else cls.__name__
+
+
+class Event(metaclass=EventMeta):
+    """Base class of event types. Subclass it and annotate attributes with ``Field[T]``.
+
+    Instances are events: ``Buy(name="INTC", price=21.5, time=3)``. An attribute left
+    out is null. Set ``__event_name__`` to use a name other than the class name in data.
+
+    The class-level methods build patterns of one occurrence named after the type, e.g.
+    ``Buy.where(Buy.price > 10)``; use :func:`alias` to name occurrences yourself.
+    """
+
+    __fields__: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, **values: Any) -> None:
+        cls = type(self)
+        for key, value in values.items():
+            if key not in cls.__fields__:
+                raise PatternError(
+                    f"{event_name(cls)} has no attribute {key!r}; it has {sorted(cls.__fields__)}"
+                )
+            self.__dict__[key] = value
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{event_name(type(self))}({body})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- one-occurrence patterns (see dsl.Pattern for what each does) ----------------------
+    @classmethod
+    def where(cls, predicate: Expr[bool]) -> Pattern:
+        """This event type, kept when ``predicate`` holds: ``Buy.where(Buy.price > 10)``."""
+        from .dsl import as_pattern
+
+        return as_pattern(cls).where(predicate)
+
+    filter = where
+
+    @classmethod
+    def as_(cls, var: str) -> Pattern:
+        """This event type bound to variable ``var`` (CEQL ``Buy AS b``)."""
+        from .dsl import Atom
+
+        return Atom(cls, var)
+
+    @classmethod
+    def pattern(cls) -> Pattern:
+        """This event type as a one-event pattern."""
+        from .dsl import as_pattern
+
+        return as_pattern(cls)
+
+
+class Alias:
+    """A named occurrence of an event type; see :func:`alias`."""
+
+    __pycel_pattern__ = True
+
+    def __init__(self, cls: type[Event], var: str) -> None:
+        self._cls = cls
+        self._var = var
+
+    def __getattr__(self, name: str) -> Any:
+        cls = self.__dict__["_cls"]
+        if name in cls.__fields__:
+            return Attr(self._var, name, cls.__fields__[name], event_name(cls))
+        if name in ("where", "filter", "pattern") or not name.startswith("_"):
+            from .dsl import Atom
+
+            return getattr(Atom(cls, self._var), name)
+        raise AttributeError(name)
+
+    def __rshift__(self, other: PatternLike) -> Pattern:
+        from .dsl import seq
+
+        return seq(self.pattern(), other)
+
+    def __rrshift__(self, other: PatternLike) -> Pattern:
+        from .dsl import seq
+
+        return seq(other, self.pattern())
+
+    def __or__(self, other: PatternLike) -> Pattern:
+        return cast("Pattern", self.pattern()) | other
+
+    def __and__(self, other: PatternLike) -> Pattern:
+        return cast("Pattern", self.pattern()) & other
+
+    def __repr__(self) -> str:
+        return f"alias({event_name(self._cls)}, {self._var!r})"
+
+
+def alias(cls: type[E], name: str) -> type[E]:
+    """Name one occurrence of event type ``cls`` so a pattern can refer to it.
+
+    The result is typed as the class itself, so ``alias(Sell, "s").price`` is an
+    ``Expr[float]`` about occurrence ``s`` (SQLAlchemy's ``aliased()`` technique).
+
+    Example::
+
+        s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+        pycel.seq(s.where(s.name == "INTC"), b).where(s.name == b.name)
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Event)):
+        raise PatternError(f"alias() needs an Event subclass, got {cls!r}")
+    if not name.isidentifier():
+        raise PatternError(f"alias name {name!r} must be an identifier")
+    return cast("type[E]", Alias(cls, name))

@@ -1,0 +1,277 @@
+"""Ingestion: event instances, dicts, pandas DataFrames and Arrow tables → columnar batches.
+
+A :class:`Schema` is the plain-data description of the event types a stream may carry
+(names, attributes, which types each type is a subtype of) plus the string dictionary.
+:func:`to_batch` validates a whole input before anything is accepted, so a bad row raises a
+:class:`~pycel.errors.DataError` naming it and leaves the schema's state as it was.
+
+Example::
+
+    schema = Schema.for_types([Buy, Sell])
+    batch = to_batch([Buy(name="X", price=1.0, time=0)], schema)
+    batch.row(0)     # ("Buy", {"name": "X", "price": 1.0, "time": 0})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from .errors import DataError
+from .events import Event, event_name
+
+DEFAULT_TYPE_COLUMN = "event_type"
+_NUMPY_DTYPE = {"bool": np.bool_, "int": np.int64, "float": np.float64, "str": np.int32, "time": np.int64}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def all_event_types() -> dict[str, list[type[Event]]]:
+    """Every Event subclass defined so far, by event name."""
+    found: dict[str, list[type[Event]]] = {}
+    todo = list(Event.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.setdefault(event_name(cls), []).append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+@attrs.define
+class Schema:
+    """The event types of a stream, their attributes, and the string dictionary.
+
+    ``supertypes[t]`` holds the names of every event type that type ``t`` is (itself and
+    its Event base classes), so an atom of type ``Stock`` matches ``Buy`` events.
+    """
+
+    type_names: list[str] = attrs.field(factory=list)
+    type_fields: list[dict[str, str]] = attrs.field(factory=list)
+    supertypes: list[frozenset[str]] = attrs.field(factory=list)
+    fields: dict[str, str] = attrs.field(factory=dict)
+    strings: list[str] = attrs.field(factory=list)
+    string_codes: dict[str, int] = attrs.field(factory=dict)
+
+    @classmethod
+    def for_types(cls, types: Iterable[type[Event]]) -> Schema:
+        """A schema knowing ``types`` and all their subclasses."""
+        schema = cls()
+        for t in types:
+            schema.add_type(t)
+        return schema
+
+    def add_type(self, cls: type[Event]) -> int:
+        """Register ``cls`` (and its subclasses); return its type id."""
+        name = event_name(cls)
+        if name in self.type_names:
+            return self.type_names.index(name)
+        for attr, dtype in cls.__fields__.items():
+            if self.fields.setdefault(attr, dtype) != dtype:
+                raise DataError(
+                    f"attribute {attr!r} is {dtype} in {name} but {self.fields[attr]} in "
+                    "another event type of this stream"
+                )
+        self.type_names.append(name)
+        self.type_fields.append(dict(cls.__fields__))
+        self.supertypes.append(
+            frozenset(event_name(b) for b in cls.__mro__ if isinstance(b, type) and issubclass(b, Event) and b is not Event)
+        )
+        for sub in cls.__subclasses__():
+            self.add_type(sub)
+        return self.type_names.index(name)
+
+    def type_id(self, name: str, *, row: int | None = None, column: str | None = None) -> int:
+        """The id of event type ``name``, resolving Event subclasses defined anywhere."""
+        try:
+            return self.type_names.index(name)
+        except ValueError:
+            pass
+        candidates = all_event_types().get(name, [])
+        if len(candidates) == 1:
+            return self.add_type(candidates[0])
+        if not candidates:
+            raise DataError(
+                f"unknown event type {name!r}; known: {sorted(self.type_names)}",
+                row=row,
+                column=column,
+            )
+        raise DataError(f"event type name {name!r} is ambiguous: {candidates}", row=row, column=column)
+
+    def encode(self, text: str) -> int:
+        """The dictionary code of ``text`` (assigned on first sight)."""
+        code = self.string_codes.get(text)
+        if code is None:
+            code = self.string_codes[text] = len(self.strings)
+            self.strings.append(text)
+        return code
+
+    def copy(self) -> Schema:
+        return Schema(
+            list(self.type_names),
+            [dict(f) for f in self.type_fields],
+            list(self.supertypes),
+            dict(self.fields),
+            list(self.strings),
+            dict(self.string_codes),
+        )
+
+
+@attrs.frozen
+class EventBatch:
+    """Columnar events: ``type_ids[k]`` and ``columns[attr][k]`` for row k at global
+    position ``offset + k``; ``valid[attr][k]`` is False where the value is null.
+
+    Strings are dictionary codes into ``schema.strings``; timestamps are int64 nanoseconds
+    since the epoch (UTC).
+    """
+
+    schema: Schema
+    offset: int
+    type_ids: npt.NDArray[np.int32]
+    columns: dict[str, np.ndarray[Any, Any]]
+    valid: dict[str, npt.NDArray[np.bool_]]
+
+    def __len__(self) -> int:
+        return len(self.type_ids)
+
+    def type_name(self, k: int) -> str:
+        return self.schema.type_names[int(self.type_ids[k])]
+
+    def value(self, attr: str, k: int) -> Any:
+        """The decoded value of ``attr`` at row ``k`` (None when null or undeclared)."""
+        if attr not in self.columns or not self.valid[attr][k]:
+            return None
+        raw = self.columns[attr][k]
+        dtype = self.schema.fields[attr]
+        if dtype == "str":
+            return self.schema.strings[int(raw)]
+        if dtype == "time":
+            return int(raw)  # nanoseconds: windows compare these directly
+        return {"bool": bool, "int": int, "float": float}[dtype](raw)
+
+    def row(self, k: int) -> tuple[str, dict[str, Any]]:
+        """Event type name and decoded attribute values of row ``k``."""
+        fields = self.schema.type_fields[int(self.type_ids[k])]
+        return self.type_name(k), {a: self.value(a, k) for a in fields}
+
+
+def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) -> Any:
+    """Validate one value against ``dtype``; return its columnar encoding (None if null)."""
+    if value is None or (isinstance(value, float) and math.isnan(value) and dtype != "float"):
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dtype == "float" and isinstance(value, float) and math.isnan(value):
+        return None
+    ok = {
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool)
+        or (isinstance(value, float) and value.is_integer()),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "str": isinstance(value, str),
+        "time": isinstance(value, (datetime, int)) and not isinstance(value, bool),
+    }[dtype]
+    if not ok:
+        raise DataError(f"expected {dtype}, got {value!r} ({type(value).__name__})", row=row, column=column)
+    if dtype == "str":
+        return value
+    if dtype == "time" and isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        delta = value - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    return int(value) if dtype in ("int", "time") else value
+
+
+def _records(
+    data: Any, type_column: str
+) -> tuple[list[str], Iterable[Mapping[str, Any]], Sequence[str] | None]:
+    """(event type names, attribute mappings, columns) of a row-oriented input."""
+    rows = list(data)
+    names: list[str] = []
+    values: list[Mapping[str, Any]] = []
+    for k, item in enumerate(rows):
+        if isinstance(item, Event):
+            names.append(event_name(type(item)))
+            values.append(item.__dict__)
+        elif isinstance(item, Mapping):
+            if type_column not in item:
+                raise DataError(f"missing the event type field {type_column!r}", row=k)
+            names.append(str(item[type_column]))
+            values.append({a: v for a, v in item.items() if a != type_column})
+        else:
+            raise DataError(f"expected an Event or a dict, got {type(item).__name__}", row=k)
+    return names, values, None
+
+
+def _frame_records(
+    frame: Any, type_column: str
+) -> tuple[list[str], Iterable[Mapping[str, Any]], Sequence[str] | None]:
+    """The same for a pandas DataFrame or an Arrow table (columns → per-row mappings)."""
+    if hasattr(frame, "to_pydict"):  # pyarrow.Table / RecordBatch
+        cols: dict[str, list[Any]] = frame.to_pydict()
+    else:
+        cols = {str(c): frame[c].tolist() for c in frame.columns}
+    if type_column not in cols:
+        raise DataError(f"missing the event type column {type_column!r}; columns: {list(cols)}")
+    names = [str(n) for n in cols.pop(type_column)]
+    attr_names = list(cols)
+    values = [dict(zip(attr_names, vals)) for vals in zip(*cols.values())] if attr_names else [{} for _ in names]
+    return names, values, attr_names
+
+
+def to_batch(
+    data: Any,
+    schema: Schema,
+    *,
+    type_column: str = DEFAULT_TYPE_COLUMN,
+    offset: int = 0,
+) -> EventBatch:
+    """Validate ``data`` and encode it as an :class:`EventBatch` starting at ``offset``.
+
+    ``data``: a list of Event instances, a list of dicts holding ``type_column``, a pandas
+    DataFrame or an Arrow table with a ``type_column`` column. The schema is only changed
+    (new types, new strings) when the whole input is valid.
+    """
+    if hasattr(data, "to_pydict") or hasattr(data, "columns") and hasattr(data, "iloc"):
+        names, values, columns = _frame_records(data, type_column)
+    else:
+        names, values, columns = _records(data, type_column)
+    trial = schema.copy()
+    if columns is not None:
+        for c in columns:
+            if c not in trial.fields and all(c not in t.__fields__ for ts in all_event_types().values() for t in ts):
+                raise DataError(f"unknown attribute {c!r}", column=c)
+    n = len(names)
+    type_ids = np.empty(n, dtype=np.int32)
+    cells: dict[str, list[Any]] = {}
+    for k, (name, vals) in enumerate(zip(names, values)):
+        tid = trial.type_id(name, row=k, column=type_column)
+        type_ids[k] = tid
+        declared = trial.type_fields[tid]
+        for attr, value in vals.items():
+            if attr not in declared:
+                if columns is None and value is not None:
+                    raise DataError(f"event type {name} has no attribute {attr!r}", row=k, column=attr)
+                continue
+            cells.setdefault(attr, [None] * n)[k] = _check_value(value, declared[attr], k, attr, trial)
+    out_cols: dict[str, np.ndarray[Any, Any]] = {}
+    valid: dict[str, npt.NDArray[np.bool_]] = {}
+    for attr, dtype in trial.fields.items():
+        raw = cells.get(attr, [None] * n)
+        mask = np.fromiter((v is not None for v in raw), dtype=np.bool_, count=n)
+        if dtype == "str":
+            arr = np.fromiter((trial.encode(v) if v is not None else -1 for v in raw), dtype=np.int32, count=n)
+        else:
+            zero = False if dtype == "bool" else 0
+            arr = np.array([zero if v is None else v for v in raw], dtype=_NUMPY_DTYPE[dtype])
+        out_cols[attr], valid[attr] = arr, mask
+    # Commit the schema changes only now that the input is known to be valid.
+    for field in attrs.fields(Schema):
+        setattr(schema, field.name, getattr(trial, field.name))
+    return EventBatch(schema, offset, type_ids, out_cols, valid)

@@ -1,0 +1,172 @@
+"""Match results: one :class:`Match` per complex event, many in a columnar :class:`Matches`.
+
+A match is ``(start, end, valuation)``; the valuation maps each variable to the sorted
+tuple of positions bound to it. :class:`Matches` stores many matches in flat arrays (as
+the engine writes them) and builds :class:`Match` objects only when iterated.
+
+Example::
+
+    for m in query.run(events):
+        print(m.start, m.end, m["s"], m.events("s"))
+    query.run(events).to_pandas()   # match, start, end, variable, position
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+
+@attrs.frozen(order=True)
+class Match:
+    """One complex event: ``start``/``end`` positions and the positions of each variable."""
+
+    start: int
+    end: int
+    valuation: tuple[tuple[str, tuple[int, ...]], ...]
+    source: Any = attrs.field(default=None, eq=False, order=False, repr=False)
+
+    @classmethod
+    def of(cls, start: int, end: int, valuation: Mapping[str, Sequence[int]], source: Any = None) -> Match:
+        """Build a match, normalizing the valuation (sorted variables and positions)."""
+        items = tuple(sorted((v, tuple(sorted(set(p)))) for v, p in valuation.items() if p))
+        return cls(start, end, items, source)
+
+    @property
+    def variables(self) -> dict[str, tuple[int, ...]]:
+        """The valuation as a dict ``variable -> positions``."""
+        return dict(self.valuation)
+
+    def __getitem__(self, var: str) -> tuple[int, ...]:
+        """The positions bound to ``var`` (empty when the match does not bind it)."""
+        return self.variables.get(var, ())
+
+    def positions(self) -> tuple[int, ...]:
+        """Every position of the match, sorted."""
+        return tuple(sorted({p for _, ps in self.valuation for p in ps}))
+
+    def events(self, var: str) -> list[tuple[str, dict[str, Any]]]:
+        """The events bound to ``var`` as (event type, attributes), when the run kept them."""
+        if self.source is None:
+            raise ValueError("this match was built without its events; use query.run(data)")
+        return [self.source.event(p) for p in self[var]]
+
+    def key(self) -> tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]:
+        """A hashable identity of the match, for comparing result sets."""
+        return (self.start, self.end, self.valuation)
+
+
+@attrs.define
+class Matches:
+    """Many matches in flat arrays: match ``k`` owns entries ``offsets[k]:offsets[k+1]``
+    of ``var_ids``/``positions``; ``variables[var_id]`` names the variable."""
+
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+    var_ids: npt.NDArray[np.int32]
+    positions: npt.NDArray[np.int64]
+    variables: tuple[str, ...]
+    source: Any = None
+
+    @classmethod
+    def empty(cls, variables: tuple[str, ...] = ()) -> Matches:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), z, variables)
+
+    @classmethod
+    def from_list(cls, matches: Sequence[Match], variables: Sequence[str] = ()) -> Matches:
+        """Pack Match objects into arrays."""
+        names = list(variables)
+        for m in matches:
+            names.extend(v for v, _ in m.valuation if v not in names)
+        index = {v: k for k, v in enumerate(names)}
+        offsets = [0]
+        var_ids: list[int] = []
+        positions: list[int] = []
+        for m in matches:
+            for v, ps in m.valuation:
+                var_ids.extend([index[v]] * len(ps))
+                positions.extend(ps)
+            offsets.append(len(positions))
+        return cls(
+            np.array([m.start for m in matches], dtype=np.int64),
+            np.array([m.end for m in matches], dtype=np.int64),
+            np.array(offsets, dtype=np.int64),
+            np.array(var_ids, dtype=np.int32),
+            np.array(positions, dtype=np.int64),
+            tuple(names),
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[Matches]) -> Matches:
+        """One Matches holding all of ``parts`` in order."""
+        parts = [p for p in parts if len(p)] or list(parts[:1])
+        if not parts:
+            return cls.empty()
+        names: list[str] = []
+        for p in parts:
+            names.extend(v for v in p.variables if v not in names)
+        remapped = []
+        base = 0
+        offsets = [np.zeros(1, dtype=np.int64)]
+        for p in parts:
+            table = np.array([names.index(v) for v in p.variables] or [0], dtype=np.int32)
+            remapped.append(table[p.var_ids])
+            offsets.append(p.offsets[1:] + base)
+            base += int(p.offsets[-1])
+        return cls(
+            np.concatenate([p.starts for p in parts]),
+            np.concatenate([p.ends for p in parts]),
+            np.concatenate(offsets),
+            np.concatenate(remapped).astype(np.int32),
+            np.concatenate([p.positions for p in parts]),
+            tuple(names),
+            parts[-1].source,
+        )
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, k: int) -> Match:
+        if k < 0:
+            k += len(self)
+        lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+        valuation: dict[str, list[int]] = {}
+        for var, pos in zip(self.var_ids[lo:hi].tolist(), self.positions[lo:hi].tolist()):
+            valuation.setdefault(self.variables[var], []).append(pos)
+        return Match.of(int(self.starts[k]), int(self.ends[k]), valuation, self.source)
+
+    def __iter__(self) -> Iterator[Match]:
+        return (self[k] for k in range(len(self)))
+
+    def keys(self) -> set[tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]]:
+        """The set of match identities (see :meth:`Match.key`)."""
+        return {m.key() for m in self}
+
+    def to_pandas(self) -> Any:
+        """A DataFrame with one row per (match, variable, position):
+        columns ``match``, ``start``, ``end``, ``variable``, ``position``."""
+        import pandas as pd
+
+        counts = np.diff(self.offsets)
+        match_ids = np.repeat(np.arange(len(self), dtype=np.int64), counts)
+        names = np.array(self.variables or ("",), dtype=object)
+        return pd.DataFrame(
+            {
+                "match": match_ids,
+                "start": self.starts[match_ids],
+                "end": self.ends[match_ids],
+                "variable": names[self.var_ids] if len(self.var_ids) else np.array([], dtype=object),
+                "position": self.positions,
+            }
+        )
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(m) for m in list(self)[:3])
+        more = f", … ({len(self)} in all)" if len(self) > 3 else ""
+        return f"Matches([{shown}{more}])"

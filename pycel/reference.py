@@ -1,0 +1,1 @@
+"""The reference evaluator (test oracle). Being written; see issue 2."""
