@@ -40,6 +40,10 @@ class Pattern:
     def children(self) -> tuple[Pattern, ...]:
         return ()
 
+    def pattern(self) -> Pattern:
+        """This pattern (lets event classes, aliases and patterns be used alike)."""
+        return self
+
     # -- combinators ---------------------------------------------------------------------
     def __rshift__(self, other: PatternLike) -> Pattern:
         """``p >> q`` is ``seq(p, q)``: p, then q later (events may be skipped)."""

@@ -154,6 +154,10 @@ class EventBatch:
             return int(raw)  # nanoseconds: windows compare these directly
         return {"bool": bool, "int": int, "float": float}[dtype](raw)
 
+    def event(self, position: int) -> tuple[str, dict[str, Any]]:
+        """Event type name and attribute values of the event at global ``position``."""
+        return self.row(position - self.offset)
+
     def row(self, k: int) -> tuple[str, dict[str, Any]]:
         """Event type name and decoded attribute values of row ``k``."""
         fields = self.schema.type_fields[int(self.type_ids[k])]
@@ -275,3 +279,28 @@ def to_batch(
     for field in attrs.fields(Schema):
         setattr(schema, field.name, getattr(trial, field.name))
     return EventBatch(schema, offset, type_ids, out_cols, valid)
+
+
+def time_values(batch: EventBatch, attr: str, previous: float | None = None) -> np.ndarray[Any, Any]:
+    """The window's time column of ``batch``, checked: present on every event and
+    non-decreasing (also with respect to ``previous``, the last time already accepted)."""
+    if attr not in batch.columns:
+        raise DataError(f"the window's time attribute {attr!r} is not in the data", column=attr)
+    values, valid = batch.columns[attr], batch.valid[attr]
+    missing = np.flatnonzero(~valid)
+    if len(missing):
+        k = int(missing[0])
+        raise DataError(
+            f"event of type {batch.type_name(k)} has no value for the window's time attribute",
+            row=k,
+            column=attr,
+        )
+    if len(values):
+        prev = np.concatenate([[values[0] if previous is None else previous], values[:-1]])
+        back = np.flatnonzero(values < prev)
+        if len(back):
+            k = int(back[0])
+            raise DataError(
+                f"time goes backwards: {values[k]!r} after {prev[k]!r}", row=k, column=attr
+            )
+    return values

@@ -1,1 +1,217 @@
-"""The reference evaluator (test oracle). Being written; see issue 2."""
+"""The reference evaluator: the test oracle of DESIGN.md §1, brute force and literal.
+
+It computes the denotation of every subpattern as an explicit set of valuations, so it is
+exponential in the worst case and meant for streams of tens of events. Every engine test
+compares against it; it is never the fast path (use :func:`pycel.compile`).
+
+A valuation is a frozenset of ``(variable, position)`` pairs; its positions are the
+complex event C, ``start = min C`` and ``end = max C``.
+
+Example::
+
+    matches = pycel.reference.evaluate(pycel.seq(A, B).within(events=3), events)
+    [(m.start, m.end, m.variables) for m in matches]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .checks import check, event_types
+from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from .errors import DataError
+from .expr import Expr, eval_scalar
+from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
+from .matches import Match, Matches
+from .query import QuerySpec, split_query
+
+Valuation = frozenset[tuple[str, int]]
+
+#: Refuse to build intermediate sets larger than this (the oracle is for small streams).
+MAX_VALUATIONS = 2_000_000
+
+
+def _positions(v: Valuation) -> frozenset[int]:
+    return frozenset(p for _, p in v)
+
+
+class _Stream:
+    """The (sub)stream one evaluation sees: its positions and decoded events."""
+
+    def __init__(self, batch: EventBatch, positions: Sequence[int]):
+        self.batch = batch
+        self.positions = list(positions)
+        self.next_of = {p: q for p, q in zip(self.positions, self.positions[1:])}
+        self.events = {p: batch.row(p - batch.offset) for p in self.positions}
+        self.types = {p: batch.schema.supertypes[int(batch.type_ids[p - batch.offset])] for p in self.positions}
+
+    def follows(self, before: Valuation, after: Valuation, contiguous: bool) -> bool:
+        end, start = max(_positions(before)), min(_positions(after))
+        return self.next_of.get(end) == start if contiguous else end < start
+
+
+def _holds(pred: Expr[bool], v: Valuation, stream: _Stream) -> bool:
+    """``pred`` holds for every combination of events bound to the variables it reads."""
+    combos: list[dict[str | None, dict[str, Any]]] = [{}]
+    for var in pred.variables():
+        bound = [p for x, p in v if x == var]
+        combos = [{**c, var: stream.events[p][1]} for c in combos for p in bound]
+    return all(eval_scalar(pred, env) is True for env in combos)
+
+
+def _guard(result: set[Valuation]) -> set[Valuation]:
+    if len(result) > MAX_VALUATIONS:
+        raise RuntimeError("the reference evaluator is for small streams: too many partial matches")
+    return result
+
+
+def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
+    """The set of valuations of ``node`` over ``stream`` (CEL semantics, DESIGN.md §1)."""
+    if isinstance(node, Atom):
+        name = _type_name(node.event)
+        return {frozenset([(node.var, p)]) for p in stream.positions if name in stream.types[p]}
+    if isinstance(node, NotAtom):
+        name = _type_name(node.event)
+
+        def excluded(p: int) -> bool:
+            if name not in stream.types[p]:
+                return False
+            return node.predicate is None or _holds(node.predicate, frozenset([(node.var, p)]), stream)
+
+        return {frozenset([(node.var, p)]) for p in stream.positions if not excluded(p)}
+    if isinstance(node, Seq):
+        left, right = _denote(node.left, stream), _denote(node.right, stream)
+        return _guard({a | b for a in left for b in right if stream.follows(a, b, node.contiguous)})
+    if isinstance(node, Or):
+        return _denote(node.left, stream) | _denote(node.right, stream)
+    if isinstance(node, And):
+        left, right = _denote(node.left, stream), _denote(node.right, stream)
+        return _guard({a | b for a in left for b in right})
+    if isinstance(node, Plus):
+        once = _denote(node.inner, stream)
+        result, frontier = set(once), set(once)
+        while frontier:
+            grown = {a | b for a in frontier for b in once if stream.follows(a, b, node.contiguous)}
+            frontier = _guard(grown - result)
+            result |= frontier
+        return result
+    if isinstance(node, As):
+        return {v | {(node.var, p) for p in _positions(v)} for v in _denote(node.inner, stream)}
+    if isinstance(node, Filter):
+        return {v for v in _denote(node.inner, stream) if _holds(node.predicate, v, stream)}
+    raise TypeError(f"the reference evaluator does not know {node!r}")
+
+
+def _type_name(cls: type) -> str:
+    from .events import event_name
+
+    return event_name(cls)
+
+
+# -- query clauses, in CORE's order: strategy, window, consumption, projection, limit -----
+def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> list[Valuation]:
+    """Keep the outputs (all with the same end) that the selection strategy selects."""
+    sets = [_positions(v) for v in outputs]
+    if name in ("all", "any"):
+        return outputs
+    if name == "strict":
+        index = {p: k for k, p in enumerate(stream.positions)}
+        return [
+            v for v, c in zip(outputs, sets) if index[max(c)] - index[min(c)] + 1 == len(c)
+        ]
+    if name == "max":
+        return [v for v, c in zip(outputs, sets) if not any(c < d for d in sets)]
+    pick: Callable[[frozenset[int]], int] = min if name == "next" else max
+
+    def better(c1: frozenset[int], c2: frozenset[int]) -> bool:  # c1 <_strategy c2
+        return c1 != c2 and pick(c1 ^ c2) in c2
+
+    best = sets[0]
+    for c in sets[1:]:
+        if better(best, c):
+            best = c
+    return [v for v, c in zip(outputs, sets) if c == best]
+
+
+def _in_window(spec: QuerySpec, v: Valuation, times: dict[int, Any], scale: int) -> bool:
+    """end − start ≤ n events, or time(end) − time(start) ≤ d (``scale``: units per second)."""
+    window = spec.window
+    if window is None:
+        return True
+    c = _positions(v)
+    start, end = min(c), max(c)
+    if window.unit == "events":
+        return end - start <= window.size
+    return bool(times[end] - times[start] <= window.size * scale)
+
+
+def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
+    n = len(batch)
+    positions = range(batch.offset, batch.offset + n)
+    times: dict[int, Any] = {}
+    scale = 1
+    if spec.window is not None and spec.window.on is not None:
+        column = time_values(batch, spec.window.on)
+        times = {batch.offset + k: column[k] for k in range(n)}
+        if spec.window.unit == "seconds" and batch.schema.fields[spec.window.on] == "time":
+            scale = 1_000_000_000  # timestamps are nanoseconds
+    # Partitions: sub-streams of equal, non-null key values (one stream when unpartitioned).
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for p in positions:
+        key = tuple(batch.value(k, p - batch.offset) for k in spec.partition)
+        if None not in key:
+            groups.setdefault(key, []).append(p)
+    outputs: dict[int, list[tuple[tuple[Any, ...], Valuation]]] = {}
+    streams: dict[tuple[Any, ...], _Stream] = {}
+    for key, members in groups.items():
+        streams[key] = stream = _Stream(batch, members)
+        for v in _denote(spec.body, stream):
+            outputs.setdefault(max(_positions(v)), []).append((key, v))
+    barrier: dict[Any, int] = {}
+    result: list[Match] = []
+    for end in sorted(outputs):
+        key = outputs[end][0][0]  # the end event lies in exactly one partition
+        chosen = _strategy_filter(spec.strategy, [v for _, v in outputs[end]], streams[key])
+        chosen = [v for v in chosen if _in_window(spec, v, times, scale)]
+        scope = key if spec.consume == "partition" else ()
+        if spec.consume != "none":
+            chosen = [v for v in chosen if min(_positions(v)) > barrier.get(scope, -1)]
+            if chosen:
+                barrier[scope] = end
+        found = {_to_match(spec, v) for v in chosen}
+        ordered = sorted(found)
+        result.extend(ordered[: spec.limit] if spec.limit is not None else ordered)
+    return result
+
+
+def _to_match(spec: QuerySpec, v: Valuation) -> Match:
+    c = _positions(v)
+    valuation: dict[str, list[int]] = {}
+    for var, p in v:
+        if spec.select is None or var in spec.select:
+            valuation.setdefault(var, []).append(p)
+    return Match.of(min(c), max(c), valuation)
+
+
+def evaluate(pattern: object, events: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
+    """Every match of ``pattern`` over ``events``, by brute force (the test oracle).
+
+    ``events``: Event instances, dicts with an ``event_type`` field, a pandas DataFrame or
+    an Arrow table. Matches are sorted by end, then start, then valuation. With ``limit``,
+    the first matches in that order are kept (the engine may keep others).
+
+    Example::
+
+        for m in pycel.reference.evaluate(seq(A, B), [A(), B(), B()]):
+            print(m.start, m.end, m.variables)   # 0 1 {'A': (0,), 'B': (1,)} ...
+    """
+    spec = split_query(pattern)
+    check(spec)
+    schema = Schema.for_types(event_types(spec.body))
+    batch = events if isinstance(events, EventBatch) else to_batch(events, schema, type_column=type_column)
+    if isinstance(events, EventBatch) and events.offset != 0:
+        raise DataError("the reference evaluator takes a whole stream (offset 0)")
+    matches = Matches.from_list(_evaluate_spec(spec, batch))
+    matches.source = batch
+    return matches

@@ -1,0 +1,135 @@
+"""Static checks run on every pattern before evaluation (DESIGN.md §1, "Static rules").
+
+Each check raises :class:`~pycel.errors.PatternError` with a message that says what is
+wrong and how to fix it; unsafe-but-meaningful patterns get a :class:`PatternWarning`.
+
+Example::
+
+    check(split_query(seq(A, B).where(C.x > 1)))
+    # PatternError: where() reads variable 'C', which (A ; B) does not bind ...
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .dsl import And, As, Atom, Filter, NotAtom, Pattern, Seq
+from .errors import PatternError
+from .events import Event, event_name
+from .expr import Attr, Compare, Expr, conjuncts
+from .query import QuerySpec
+
+
+class PatternWarning(UserWarning):
+    """A pattern is allowed but probably not what was meant."""
+
+
+ANY_TYPE = None  # what a negated atom may bind: any event type
+
+
+def event_types(node: Pattern) -> set[type[Event]]:
+    """The event types the atoms of ``node`` mention."""
+    if isinstance(node, (Atom, NotAtom)):
+        return {node.event}
+    return set().union(*(event_types(c) for c in node.children()))
+
+
+def bound_variables(node: Pattern) -> dict[str, set[type[Event] | None]]:
+    """Each variable ``node`` binds, with the event types it may be bound to
+    (``None`` in the set: any type, from a negated atom)."""
+    if isinstance(node, Atom):
+        return {node.var: {node.event}}
+    if isinstance(node, NotAtom):
+        return {node.var: {ANY_TYPE}}
+    out: dict[str, set[type[Event] | None]] = {}
+    for child in node.children():
+        for var, types in bound_variables(child).items():
+            out.setdefault(var, set()).update(types)
+    if isinstance(node, As):
+        out[node.var] = set().union(*out.values()) if out else set()
+    return out
+
+
+def _declares(types: set[type[Event] | None], attr: str) -> bool:
+    return ANY_TYPE in types or any(attr in t.__fields__ for t in types if t is not None)
+
+
+def _attrs_of(e: Expr[object]) -> list[Attr[object]]:
+    if isinstance(e, Attr):
+        return [e]
+    return [a for c in e.children() for a in _attrs_of(c)]
+
+
+def is_equality_join(pred: Expr[bool]) -> bool:
+    """Whether ``pred`` is ``x.a == y.b`` between two different occurrences."""
+    if not (isinstance(pred, Compare) and pred.op == "=="):
+        return False
+    left, right = pred.left.variables(), pred.right.variables()
+    return len(left) == 1 and len(right) == 1 and left != right
+
+
+def _check_filter(node: Filter) -> None:
+    bound = bound_variables(node.inner)
+    for attr in _attrs_of(node.predicate):
+        if attr.var not in bound:
+            raise PatternError(
+                f"where() reads variable {attr.var!r}, which {node.inner!r} does not bind; "
+                f"it binds {sorted(bound)}"
+            )
+        if not _declares(bound[attr.var], attr.name):
+            names = sorted(event_name(t) for t in bound[attr.var] if t is not None)
+            raise PatternError(f"unknown attribute {attr.name!r} of {attr.var!r} (event types {names})")
+    if node.post_filter:
+        return
+    for part in conjuncts(node.predicate):
+        if len(part.variables()) <= 1 or is_equality_join(part):
+            continue
+        raise PatternError(
+            f"{part!r} relates several occurrences but is not an equality between two of "
+            "them; pycel evaluates unary filters and equality joins with its delay "
+            "guarantee. Split it into such conditions, or pass where(..., post_filter=True) "
+            "to check it on complete matches (exact, but without the delay guarantee)"
+        )
+
+
+def _warn_unsafe(node: Pattern) -> None:
+    if isinstance(node, (Seq, And)):
+        shared = set(bound_variables(node.left)) & set(bound_variables(node.right))
+        if shared:
+            warnings.warn(
+                f"variables {sorted(shared)} are bound on both sides of {node!r}; each "
+                "collects the positions of both (is a repeated alias intended?)",
+                PatternWarning,
+                stacklevel=4,
+            )
+
+
+def _walk(node: Pattern) -> None:
+    if isinstance(node, Filter):
+        _check_filter(node)
+    if isinstance(node, NotAtom) and node.predicate is not None:
+        _check_filter(Filter(Atom(node.event, node.var), node.predicate))
+    _warn_unsafe(node)
+    for child in node.children():
+        _walk(child)
+
+
+def check(spec: QuerySpec) -> None:
+    """Run every static check on a split query; raise PatternError on the first problem."""
+    _walk(spec.body)
+    bound = bound_variables(spec.body)
+    types = event_types(spec.body)
+    if spec.select is not None:
+        for var in spec.select:
+            if var not in bound:
+                raise PatternError(f"select() names {var!r}, which the pattern does not bind; it binds {sorted(bound)}")
+    for key in spec.partition:
+        if not any(key in t.__fields__ for t in types):
+            raise PatternError(f"partition_by({key!r}): no event type of the pattern has that attribute")
+    window = spec.window
+    if window is not None and window.on is not None:
+        lacking = sorted(event_name(t) for t in types if window.on not in t.__fields__)
+        if lacking:
+            raise PatternError(
+                f"the window is on attribute {window.on!r}, which event types {lacking} do not have"
+            )
