@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -72,21 +72,21 @@ class Expr(Generic[T_co]):
     # -- comparisons ---------------------------------------------------------------------
     if TYPE_CHECKING:
 
-        @overload
+        @overload  # type: ignore[override]
         def __eq__(self: Expr[str], other: str | Expr[str]) -> Expr[bool]: ...
         @overload
         def __eq__(self: Expr[float], other: float | Expr[float]) -> Expr[bool]: ...
         @overload
         def __eq__(self: Expr[datetime], other: datetime | Expr[datetime]) -> Expr[bool]: ...
-        def __eq__(self, other: Any) -> Any: ...  # type: ignore[override]
+        def __eq__(self, other: Any) -> Any: ...
 
-        @overload
+        @overload  # type: ignore[override]
         def __ne__(self: Expr[str], other: str | Expr[str]) -> Expr[bool]: ...
         @overload
         def __ne__(self: Expr[float], other: float | Expr[float]) -> Expr[bool]: ...
         @overload
         def __ne__(self: Expr[datetime], other: datetime | Expr[datetime]) -> Expr[bool]: ...
-        def __ne__(self, other: Any) -> Any: ...  # type: ignore[override]
+        def __ne__(self, other: Any) -> Any: ...
 
         @overload
         def __lt__(self: Expr[str], other: str | Expr[str]) -> Expr[bool]: ...
@@ -271,7 +271,7 @@ class Arith(Expr[T_co]):
     dtype: str
 
     @staticmethod
-    def build(op: str, left: Any, right: Any) -> Any:
+    def build(op: str, left: Any, right: Any) -> Arith[Any]:
         lhs, rhs = _lift(left), _lift(right)
         for side in (lhs, rhs):
             if side.dtype not in _NUMERIC:
@@ -299,7 +299,7 @@ class Compare(Expr[bool]):
     dtype: str = "bool"
 
     @staticmethod
-    def build(op: str, left: Any, right: Any) -> Any:
+    def build(op: str, left: Any, right: Any) -> Compare:
         lhs, rhs = _lift(left), _lift(right)
         if not comparable(lhs.dtype, rhs.dtype):
             raise PatternError(
@@ -375,7 +375,7 @@ class BoolOp(Expr[bool]):
     dtype: str = "bool"
 
     @staticmethod
-    def build(op: str, left: Any, right: Any) -> Any:
+    def build(op: str, left: Any, right: Any) -> BoolOp:
         lhs, rhs = _lift(left), _lift(right)
         _require_bool(lhs)
         _require_bool(rhs)
@@ -419,7 +419,7 @@ def conjuncts(pred: Expr[bool]) -> list[Expr[bool]]:
 
 
 # -- scalar evaluation (three-valued: None is "unknown", e.g. a null attribute) -------------
-_CMP = {
+_CMP: dict[str, Callable[[Any, Any], Any]] = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b,
@@ -427,7 +427,7 @@ _CMP = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
 }
-_ARITH = {
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
