@@ -122,7 +122,9 @@ def check(spec: QuerySpec) -> None:
     if spec.select is not None:
         for var in spec.select:
             if var not in bound:
-                raise PatternError(f"select() names {var!r}, which the pattern does not bind; it binds {sorted(bound)}")
+                raise PatternError(
+                    f"select() names {var!r}, which the pattern does not bind; it binds {sorted(bound)}"
+                )
     for key in spec.partition:
         if not any(key in t.__fields__ for t in types):
             raise PatternError(f"partition_by({key!r}): no event type of the pattern has that attribute")

@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import attrs
 
@@ -183,7 +183,7 @@ class Pattern:
         return Limit(self, n)
 
 
-PatternLike = Union[Pattern, type[Event]]
+PatternLike = Pattern | type[Event]
 
 
 def _check_var(var: str) -> str:

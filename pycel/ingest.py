@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -28,7 +28,7 @@ from .events import Event, event_name
 
 DEFAULT_TYPE_COLUMN = "event_type"
 _NUMPY_DTYPE = {"bool": np.bool_, "int": np.int64, "float": np.float64, "str": np.int32, "time": np.int64}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def all_event_types() -> dict[str, list[type[Event]]]:
@@ -79,7 +79,11 @@ class Schema:
         self.type_names.append(name)
         self.type_fields.append(dict(cls.__fields__))
         self.supertypes.append(
-            frozenset(event_name(b) for b in cls.__mro__ if isinstance(b, type) and issubclass(b, Event) and b is not Event)
+            frozenset(
+                event_name(b)
+                for b in cls.__mro__
+                if isinstance(b, type) and issubclass(b, Event) and b is not Event
+            )
         )
         for sub in cls.__subclasses__():
             self.add_type(sub)
@@ -186,7 +190,7 @@ def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) 
         return value
     if dtype == "time" and isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         delta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     return int(value) if dtype in ("int", "time") else value
@@ -225,7 +229,11 @@ def _frame_records(
         raise DataError(f"missing the event type column {type_column!r}; columns: {list(cols)}")
     names = [str(n) for n in cols.pop(type_column)]
     attr_names = list(cols)
-    values = [dict(zip(attr_names, vals)) for vals in zip(*cols.values())] if attr_names else [{} for _ in names]
+    values: list[Mapping[str, Any]] = (
+        [dict(zip(attr_names, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
+        if attr_names
+        else [{} for _ in names]
+    )
     return names, values, attr_names
 
 
@@ -249,12 +257,13 @@ def to_batch(
     trial = schema.copy()
     if columns is not None:
         for c in columns:
-            if c not in trial.fields and all(c not in t.__fields__ for ts in all_event_types().values() for t in ts):
+            known = (c in t.__fields__ for ts in all_event_types().values() for t in ts)
+            if c not in trial.fields and not any(known):
                 raise DataError(f"unknown attribute {c!r}", column=c)
     n = len(names)
     type_ids = np.empty(n, dtype=np.int32)
     cells: dict[str, list[Any]] = {}
-    for k, (name, vals) in enumerate(zip(names, values)):
+    for k, (name, vals) in enumerate(zip(names, values, strict=True)):
         tid = trial.type_id(name, row=k, column=type_column)
         type_ids[k] = tid
         declared = trial.type_fields[tid]
@@ -270,7 +279,8 @@ def to_batch(
         raw = cells.get(attr, [None] * n)
         mask = np.fromiter((v is not None for v in raw), dtype=np.bool_, count=n)
         if dtype == "str":
-            arr = np.fromiter((trial.encode(v) if v is not None else -1 for v in raw), dtype=np.int32, count=n)
+            codes = (trial.encode(v) if v is not None else -1 for v in raw)
+            arr = np.fromiter(codes, dtype=np.int32, count=n)
         else:
             zero = False if dtype == "bool" else 0
             arr = np.array([zero if v is None else v for v in raw], dtype=_NUMPY_DTYPE[dtype])

@@ -137,7 +137,7 @@ class Matches:
             k += len(self)
         lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
         valuation: dict[str, list[int]] = {}
-        for var, pos in zip(self.var_ids[lo:hi].tolist(), self.positions[lo:hi].tolist()):
+        for var, pos in zip(self.var_ids[lo:hi].tolist(), self.positions[lo:hi].tolist(), strict=True):
             valuation.setdefault(self.variables[var], []).append(pos)
         return Match.of(int(self.starts[k]), int(self.ends[k]), valuation, self.source)
 

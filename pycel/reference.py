@@ -42,9 +42,10 @@ class _Stream:
     def __init__(self, batch: EventBatch, positions: Sequence[int]):
         self.batch = batch
         self.positions = list(positions)
-        self.next_of = {p: q for p, q in zip(self.positions, self.positions[1:])}
+        self.next_of = dict(zip(self.positions, self.positions[1:], strict=False))
         self.events = {p: batch.row(p - batch.offset) for p in self.positions}
-        self.types = {p: batch.schema.supertypes[int(batch.type_ids[p - batch.offset])] for p in self.positions}
+        supertypes, type_ids = batch.schema.supertypes, batch.type_ids
+        self.types = {p: supertypes[int(type_ids[p - batch.offset])] for p in self.positions}
 
     def follows(self, before: Valuation, after: Valuation, contiguous: bool) -> bool:
         end, start = max(_positions(before)), min(_positions(after))
@@ -118,10 +119,10 @@ def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> li
     if name == "strict":
         index = {p: k for k, p in enumerate(stream.positions)}
         return [
-            v for v, c in zip(outputs, sets) if index[max(c)] - index[min(c)] + 1 == len(c)
+            v for v, c in zip(outputs, sets, strict=True) if index[max(c)] - index[min(c)] + 1 == len(c)
         ]
     if name == "max":
-        return [v for v, c in zip(outputs, sets) if not any(c < d for d in sets)]
+        return [v for v, c in zip(outputs, sets, strict=True) if not any(c < d for d in sets)]
     pick: Callable[[frozenset[int]], int] = min if name == "next" else max
 
     def better(c1: frozenset[int], c2: frozenset[int]) -> bool:  # c1 <_strategy c2
@@ -131,7 +132,7 @@ def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> li
     for c in sets[1:]:
         if better(best, c):
             best = c
-    return [v for v, c in zip(outputs, sets) if c == best]
+    return [v for v, c in zip(outputs, sets, strict=True) if c == best]
 
 
 def _in_window(spec: QuerySpec, v: Valuation, times: dict[int, Any], scale: int) -> bool:
