@@ -197,13 +197,15 @@ def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) 
 
 
 def _records(
-    data: Any, type_column: str
+    data: Any, type_column: str, classes: list[type[Event] | None]
 ) -> tuple[list[str], Iterable[Mapping[str, Any]], Sequence[str] | None]:
-    """(event type names, attribute mappings, columns) of a row-oriented input."""
+    """(event type names, attribute mappings, columns) of a row-oriented input; the class
+    of each Event instance (None for a dict) is appended to ``classes``."""
     rows = list(data)
     names: list[str] = []
     values: list[Mapping[str, Any]] = []
     for k, item in enumerate(rows):
+        classes.append(type(item) if isinstance(item, Event) else None)
         if isinstance(item, Event):
             names.append(event_name(type(item)))
             values.append(item.__dict__)
@@ -250,10 +252,11 @@ def to_batch(
     DataFrame or an Arrow table with a ``type_column`` column. The schema is only changed
     (new types, new strings) when the whole input is valid.
     """
+    classes: list[type[Event] | None] = []
     if hasattr(data, "to_pydict") or hasattr(data, "columns") and hasattr(data, "iloc"):
         names, values, columns = _frame_records(data, type_column)
     else:
-        names, values, columns = _records(data, type_column)
+        names, values, columns = _records(data, type_column, classes)
     trial = schema.copy()
     if columns is not None:
         for c in columns:
@@ -264,7 +267,17 @@ def to_batch(
     type_ids = np.empty(n, dtype=np.int32)
     cells: dict[str, list[Any]] = {}
     for k, (name, vals) in enumerate(zip(names, values, strict=True)):
-        tid = trial.type_id(name, row=k, column=type_column)
+        cls = classes[k] if classes else None
+        if cls is None:
+            tid = trial.type_id(name, row=k, column=type_column)
+        else:  # an Event instance: its class is known, no need to resolve its name
+            tid = trial.add_type(cls)
+            if trial.type_fields[tid] != cls.__fields__:
+                raise DataError(
+                    f"two different event types are named {name!r} in this stream",
+                    row=k,
+                    column=type_column,
+                )
         type_ids[k] = tid
         declared = trial.type_fields[tid]
         for attr, value in vals.items():
