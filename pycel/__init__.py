@@ -19,6 +19,7 @@ Declare event types, write patterns as typed Python expressions, run them::
 
 from . import reference
 from .dsl import Pattern, not_, plus, seq
+from .engine import CompiledQuery, Stream, compile
 from .errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
 from .events import Event, Field, Timestamp, alias
 from .expr import Expr
@@ -26,6 +27,9 @@ from .matches import Match, Matches
 
 __all__ = [
     "CeqlSyntaxError",
+    "CompiledQuery",
+    "Stream",
+    "compile",
     "DataError",
     "Event",
     "Expr",

@@ -1,0 +1,131 @@
+"""Normalize a CEL body and compile it into a labeled, ε-free automaton (a PCEA with
+|P| ≤ 1 and unary predicates).
+
+The construction is Glushkov's: every atom occurrence of the pattern is a state; reading
+an event that satisfies the atom's unary predicate moves a run into that state and marks
+the event with the atom's *labels* (its variable and the variables of enclosing ``AS``).
+Skip-till-any-match needs no skip moves: a run may continue from any earlier position.
+Unary filters are pushed down onto the atoms whose labels they read (CORE's LP form).
+
+Example::
+
+    nfa = build_nfa(split_query(seq(A, plus(B), C)).body)
+    nfa.first, nfa.follow, nfa.last      # ({0}, {0: {1}, 1: {1, 2}}, {2})
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .checks import is_equality_join
+from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from .errors import UnsupportedError
+from .events import event_name
+from .expr import Expr, conjuncts
+
+#: The engine packs an event's atom predicates into one int64 bit-vector.
+MAX_ATOMS = 62
+
+
+@attrs.frozen
+class AtomState:
+    """One atom occurrence: the event type it reads, its predicate and its labels."""
+
+    index: int
+    event: str
+    negated: bool
+    type_predicate: Expr[bool] | None  # NOT(T FILTER …)'s own filter, negated with the type
+    filters: tuple[Expr[bool], ...]  # pushed-down unary filters (all must hold)
+    labels: frozenset[str]
+
+
+@attrs.frozen
+class Nfa:
+    """A Glushkov automaton: runs start in ``first``, move along ``follow``, accept in ``last``."""
+
+    atoms: tuple[AtomState, ...]
+    first: frozenset[int]
+    last: frozenset[int]
+    follow: dict[int, frozenset[int]]
+    variables: tuple[str, ...]
+
+
+@attrs.define
+class _Builder:
+    atoms: list[AtomState] = attrs.field(factory=list)
+    follow: dict[int, set[int]] = attrs.field(factory=dict)
+
+    def build(
+        self, node: Pattern, labels: frozenset[str], pending: tuple[Expr[bool], ...]
+    ) -> tuple[frozenset[int], frozenset[int]]:
+        """Add ``node``'s atoms; return its (first, last) atom sets."""
+        if isinstance(node, (Atom, NotAtom)):
+            own = labels | {node.var}
+            mine = tuple(p for p in pending if not p.variables() or p.variables() <= own)
+            k = len(self.atoms)
+            if k >= MAX_ATOMS:
+                raise UnsupportedError(f"the engine supports at most {MAX_ATOMS} atoms per pattern")
+            self.atoms.append(
+                AtomState(
+                    k,
+                    event_name(node.event),
+                    isinstance(node, NotAtom),
+                    node.predicate if isinstance(node, NotAtom) else None,
+                    mine,
+                    own,
+                )
+            )
+            self.follow[k] = set()
+            return frozenset([k]), frozenset([k])
+        if isinstance(node, As):
+            return self.build(node.inner, labels | {node.var}, pending)
+        if isinstance(node, Filter):
+            return self.build(node.inner, labels, pending + _unary_conjuncts(node))
+        if isinstance(node, Or):
+            f1, l1 = self.build(node.left, labels, pending)
+            f2, l2 = self.build(node.right, labels, pending)
+            return f1 | f2, l1 | l2
+        if isinstance(node, Seq):
+            if node.contiguous:
+                raise UnsupportedError("contiguous sequencing (:) is not supported by the engine yet")
+            f1, l1 = self.build(node.left, labels, pending)
+            f2, l2 = self.build(node.right, labels, pending)
+            for a in l1:
+                self.follow[a] |= f2
+            return f1, l2
+        if isinstance(node, Plus):
+            if node.contiguous:
+                raise UnsupportedError("contiguous iteration (:+) is not supported by the engine yet")
+            f, last = self.build(node.inner, labels, pending)
+            for a in last:
+                self.follow[a] |= f
+            return f, last
+        if isinstance(node, And):
+            raise UnsupportedError("conjunction (&, AND) is not supported by the engine yet")
+        raise UnsupportedError(f"{type(node).__name__} is not supported by the engine yet")
+
+
+def _unary_conjuncts(node: Filter) -> tuple[Expr[bool], ...]:
+    if node.post_filter:
+        raise UnsupportedError("post_filter=True is not supported by the engine yet")
+    parts = conjuncts(node.predicate)
+    for p in parts:
+        if is_equality_join(p):
+            raise UnsupportedError(
+                f"correlation {p!r} between occurrences is not supported by the engine yet"
+            )
+    return tuple(parts)
+
+
+def build_nfa(body: Pattern) -> Nfa:
+    """Compile a CEL body (no query clauses) into a labeled Glushkov automaton."""
+    builder = _Builder()
+    first, last = builder.build(body, frozenset(), ())
+    variables = sorted({v for a in builder.atoms for v in a.labels})
+    return Nfa(
+        tuple(builder.atoms),
+        first,
+        last,
+        {k: frozenset(v) for k, v in builder.follow.items()},
+        tuple(variables),
+    )

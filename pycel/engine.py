@@ -1,0 +1,256 @@
+"""The engine facade: ``pycel.compile(pattern)`` → a reusable, picklable query.
+
+The query owns plain data only (the labeled automaton, the schema, the clauses); each
+:class:`Stream` owns the runtime state (node store, H, determinized tables, string
+dictionary, window bookkeeping) and can be snapshot to bytes and restored.
+
+Per batch, Python does the column-wise work (ingestion, predicate bits, class ids,
+partition keys, window starts) and one call to the Numba loop does the per-event work.
+
+Example::
+
+    query = pycel.compile(pycel.seq(Sell, Buy).within(events=100))
+    matches = query.run(events)                  # Matches: iterable of Match
+    stream = query.stream()
+    stream.push(batch1); stream.push(batch2)     # new matches per batch
+    saved = stream.snapshot(); stream = pycel.Stream.restore(saved)
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .automaton import Nfa, build_nfa
+from .checks import check, event_types
+from .determinize import Dfa
+from .errors import DataError, UnsupportedError
+from .events import Event
+from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
+from .jit.dedupe import unique_matches
+from .jit.runtime import live_counts, run_batch
+from .jit.store import new_store
+from .matches import Matches
+from .predicates import ClassTable, atom_bits
+from .query import QuerySpec, split_query
+
+_CONSUME = {"none": 0, "any": 1, "partition": 2}
+_SNAPSHOT_VERSION = 1
+
+
+class CompiledQuery:
+    """A compiled pattern: run it on data, or open an incremental :meth:`stream`.
+
+    Picklable (it holds plain data only), so it can be shipped to Spark executors.
+    """
+
+    def __init__(self, spec: QuerySpec, nfa: Nfa, schema: Schema, text: str) -> None:
+        self.spec = spec
+        self.nfa = nfa
+        self.schema = schema
+        self.text = text
+        window = spec.window
+        self.window_unit = window.unit if window is not None else None
+        self.window_size = window.size if window is not None else 0.0
+        self.time_attribute = window.on if window is not None else None
+        self.partition = spec.partition
+        self.variables = nfa.variables
+        kept = spec.select if spec.select is not None else nfa.variables
+        self.projection_mask = sum(1 << k for k, v in enumerate(nfa.variables) if v in kept)
+        self.projected = spec.select is not None
+        self.limit = spec.limit if spec.limit is not None else -1
+        self.consume = _CONSUME[spec.consume]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["spec"] = None  # the AST references user classes; the rest is plain data
+        return state
+
+    def __repr__(self) -> str:
+        return f"CompiledQuery({self.text})"
+
+    def stream(self) -> Stream:
+        """A new incremental evaluator at position 0."""
+        return Stream(self)
+
+    def run(self, data: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
+        """All matches of the query over ``data`` (events, dicts, pandas or Arrow).
+
+        Example: ``pycel.compile(seq(A, B)).run(df).to_pandas()``
+        """
+        return self.stream().push(data, type_column=type_column)
+
+
+def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQuery:
+    """Check and compile ``pattern`` for the engine; raise a clear error if it cannot run.
+
+    ``types``: extra event types the data may carry besides those of the pattern.
+
+    Example::
+
+        query = pycel.compile(pycel.seq(Sell, Buy).within(events=100))
+    """
+    spec = split_query(pattern)
+    check(spec)
+    if spec.strategy not in ("all", "any"):
+        raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
+    nfa = build_nfa(spec.body)
+    if len(nfa.variables) > 63:
+        raise UnsupportedError("the engine supports at most 63 variables per pattern")
+    schema = Schema.for_types([*event_types(spec.body), *types])
+    return CompiledQuery(spec, nfa, schema, repr(pattern))
+
+
+class Stream:
+    """Incremental evaluation: :meth:`push` batches in stream order, get new matches.
+
+    A batch that raises (bad data, time going backwards) changes nothing; the stream
+    continues as if it had not been pushed.
+    """
+
+    def __init__(self, query: CompiledQuery) -> None:
+        self.query = query
+        self.schema = query.schema.copy()
+        self.classes = ClassTable()
+        self.dfa = Dfa(query.nfa)
+        self.E, self.U, self.HT, self.ctr = new_store()
+        self.offset = 0
+        self.last_time: float | None = None
+        self.tail_pos = np.zeros(0, dtype=np.int64)
+        self.tail_time = np.zeros(0, dtype=np.float64)
+        self.key_ids: dict[tuple[int, ...], int] = {}
+        self.seconds = 0.0  # time spent in push, for reports
+
+    # -- per batch ---------------------------------------------------------------------
+    def push(self, data: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
+        """Evaluate the next events; return the matches that end in them."""
+        began = time.perf_counter()
+        batch = data if isinstance(data, EventBatch) else to_batch(
+            data, self.schema.copy(), type_column=type_column, offset=self.offset
+        )
+        if isinstance(data, EventBatch) and data.offset != self.offset:
+            raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
+        lows, tail = self._window_starts(batch)
+        keys, key_valid = self._keys(batch)
+        class_ids = self.classes.classify(atom_bits(self.query.nfa.atoms, batch))
+        # All checks passed: from here on the batch is accepted.
+        self.schema = batch.schema
+        self.dfa.expand(self.classes.bits)
+        t = self.dfa.tables()
+        q = self.query
+        self.E, self.U, self.HT, se, off, var, pos = run_batch(
+            self.E, self.U, self.HT, self.ctr,
+            class_ids, keys, key_valid, lows, np.int64(self.offset),
+            t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
+            np.int64(q.projection_mask), np.int64(q.limit), np.int64(q.consume),
+        )
+        self.offset += len(batch)
+        if tail is not None:
+            self.tail_pos, self.tail_time, self.last_time = tail
+        starts, ends = se[0::2].copy(), se[1::2].copy()
+        matches = Matches(starts, ends, off, var, pos, q.variables, batch)
+        if q.projected:
+            keep = unique_matches(starts, ends, off, var, pos)
+            if len(keep) < len(starts):
+                matches = _take(matches, keep)
+        self.seconds += time.perf_counter() - began
+        return matches
+
+    def _window_starts(
+        self, batch: EventBatch
+    ) -> tuple[npt.NDArray[np.int64], tuple[Any, Any, float] | None]:
+        """The first position inside each event's window, and the new time tail."""
+        q = self.query
+        n = len(batch)
+        positions = np.arange(self.offset, self.offset + n, dtype=np.int64)
+        if q.window_unit is None:
+            return np.zeros(n, dtype=np.int64), None
+        if q.window_unit == "events":
+            return positions - np.int64(q.window_size), None
+        assert q.time_attribute is not None
+        times = time_values(batch, q.time_attribute, self.last_time).astype(np.float64)
+        size = q.window_size
+        if q.window_unit == "seconds" and self.schema.fields.get(q.time_attribute) == "time":
+            size *= 1e9  # timestamps are nanoseconds
+        all_t = np.concatenate([self.tail_time, times])
+        all_p = np.concatenate([self.tail_pos, positions])
+        lows = all_p[np.searchsorted(all_t, times - size, side="left")] if n else positions
+        if n == 0:
+            return lows, None
+        keep = all_t >= times[-1] - size
+        return lows, (all_p[keep], all_t[keep], float(times[-1]))
+
+    def _keys(self, batch: EventBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Partition key per event (an int64) and whether the event has one."""
+        n = len(batch)
+        keys = self.query.partition
+        if not keys:
+            return np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_)
+        cols = []
+        valid = np.ones(n, dtype=np.bool_)
+        for k in keys:
+            if k not in batch.columns:
+                return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
+            col = batch.columns[k]
+            if col.dtype == np.float64:
+                col = (col + 0.0).view(np.int64)  # -0.0 and 0.0 are the same key
+            cols.append(col.astype(np.int64))
+            valid &= batch.valid[k]
+        if len(cols) == 1:
+            return cols[0], valid
+        stacked = np.stack(cols, axis=1)
+        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        ids = np.array(
+            [self.key_ids.setdefault(tuple(row), len(self.key_ids)) for row in uniq.tolist()],
+            dtype=np.int64,
+        )
+        return ids[inverse.reshape(-1)], valid
+
+    # -- state ---------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """The whole evaluation state as bytes; :meth:`restore` continues from it."""
+        return pickle.dumps((_SNAPSHOT_VERSION, self.__dict__), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def restore(cls, data: bytes) -> Stream:
+        """A stream that continues exactly where the snapshotted one stopped."""
+        version, state = pickle.loads(data)
+        if version != _SNAPSHOT_VERSION:
+            raise DataError(f"snapshot version {version} is not supported (expected {_SNAPSHOT_VERSION})")
+        stream = cls.__new__(cls)
+        stream.__dict__.update(state)
+        return stream
+
+    def stats(self) -> dict[str, int]:
+        """Store sizes: nodes still inside the window, allocated capacity, H entries."""
+        lo = self.offset - 1 - int(self.query.window_size) if self.query.window_unit == "events" else 0
+        live_e, live_u, h = live_counts(self.E, self.U, self.HT, self.ctr, lo)
+        return {
+            "live_extend_nodes": live_e,
+            "live_heap_nodes": live_u,
+            "h_entries": h,
+            "extend_capacity": int(self.E.shape[1]),
+            "heap_capacity": int(self.U.shape[1]),
+            "h_capacity": int(self.HT.shape[1]),
+            "max_heap_depth": int(self.ctr[3]),
+        }
+
+
+def _take(m: Matches, keep: npt.NDArray[np.int64]) -> Matches:
+    """The matches at indices ``keep``."""
+    counts = np.diff(m.offsets)[keep]
+    idx = np.concatenate([np.arange(m.offsets[k], m.offsets[k + 1]) for k in keep]) if len(keep) else np.zeros(0, np.int64)
+    return Matches(
+        m.starts[keep],
+        m.ends[keep],
+        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        m.var_ids[idx],
+        m.positions[idx],
+        m.variables,
+        m.source,
+    )

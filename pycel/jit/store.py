@@ -1,0 +1,210 @@
+"""Node store of the runtime: flat int64 arenas, the persistent heap union, the index H.
+
+Two arenas hold the nodes (DESIGN.md §3.2–§3.5). Ids grow monotonically; a node lives in
+slot ``id & (capacity - 1)``, and an id is live while no newer node has taken its slot
+(``id >= next_id - capacity``). A slot is only reused when its node was created before
+the window start, so it can never be followed again; otherwise the arena doubles.
+
+* Extend nodes ``E[:, slot]``: position, label-set id, child heap (or -1), max-start.
+* Heap (union) nodes ``U[:, slot]``: content (an extend node), left, right, direction
+  bit, max-start of the content, creation position. A heap node stands for the set
+  {content} ∪ left ∪ right, and its max-start is the largest in its subtree.
+* H is an open-addressing hash table ``HT[:, slot]`` from (state, key) to a heap root;
+  state -1 holds a partition's consumption barrier instead. It is rebuilt with only live
+  entries when it fills up, so it follows the window, not the number of keys ever seen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Extend node rows
+E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
+# Heap node rows
+U_CONTENT, U_LEFT, U_RIGHT, U_BIT, U_MS, U_CREATED = 0, 1, 2, 3, 4, 5
+# Hash table rows; an empty slot has state EMPTY
+H_STATE, H_KEY, H_VAL = 0, 1, 2
+EMPTY = -2
+BARRIER = -1
+# Counters
+C_E_NEXT, C_U_NEXT, C_H_COUNT, C_MAX_DEPTH, C_BARRIER, C_LIVE_E, C_LIVE_U, C_PEAK_H = range(8)
+N_COUNTERS = 8
+
+
+def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Empty arenas, hash table and counters."""
+    E = np.full((4, capacity), -1, dtype=np.int64)
+    U = np.full((6, capacity), -1, dtype=np.int64)
+    HT = np.full((3, capacity), EMPTY, dtype=np.int64)
+    ctr = np.zeros(N_COUNTERS, dtype=np.int64)
+    ctr[C_BARRIER] = -1
+    return E, U, HT, ctr
+
+
+@njit(cache=True, inline="always")
+def live(A, next_id, node):  # type: ignore[no-untyped-def]
+    return node >= 0 and node >= next_id - A.shape[1]
+
+
+@njit(cache=True)
+def ensure_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-def]
+    """``A`` with room for ``need`` new nodes without overwriting one created at or after
+    ``lo`` (doubling and moving the live ids when needed)."""
+    cap = A.shape[1]
+    while True:
+        oldest = next_id + need - 1 - cap  # the newest id the next allocations overwrite
+        if oldest < 0 or A[created_row, oldest & (cap - 1)] < lo:
+            break
+        cap *= 2
+    if cap == A.shape[1]:
+        return A
+    B = np.full((A.shape[0], cap), -1, dtype=np.int64)
+    old = A.shape[1]
+    for node in range(max(0, next_id - old), next_id):
+        B[:, node & (cap - 1)] = A[:, node & (old - 1)]
+    return B
+
+
+@njit(cache=True)
+def new_extend(E, ctr, pos, label, child, ms):  # type: ignore[no-untyped-def]
+    node = ctr[C_E_NEXT]
+    ctr[C_E_NEXT] += 1
+    s = node & (E.shape[1] - 1)
+    E[E_POS, s] = pos
+    E[E_LABEL, s] = label
+    E[E_CHILD, s] = child
+    E[E_MS, s] = ms
+    return node
+
+
+@njit(cache=True)
+def heap_insert(U, E, ctr, root, x, lo, pos):  # type: ignore[no-untyped-def]
+    """A new heap root for {x} ∪ root, keeping ``root`` intact (path copying).
+
+    Contents sift down along the direction bits, so the slot at depth d is rewritten once
+    every 2^d insertions; subtrees whose max-start fell below ``lo`` are dropped.
+    """
+    ucap = U.shape[1]
+    ecap = E.shape[1]
+    new_root = ctr[C_U_NEXT]
+    ctr[C_U_NEXT] += 1
+    cur = new_root
+    u = root
+    xc = x
+    xms = E[E_MS, x & (ecap - 1)]
+    depth = 1
+    while True:
+        cs = cur & (ucap - 1)
+        U[U_CREATED, cs] = pos
+        if not live(U, ctr[C_U_NEXT], u) or U[U_MS, u & (ucap - 1)] < lo:
+            U[U_CONTENT, cs] = xc
+            U[U_LEFT, cs] = -1
+            U[U_RIGHT, cs] = -1
+            U[U_BIT, cs] = 0
+            U[U_MS, cs] = xms
+            break
+        us = u & (ucap - 1)
+        uc = U[U_CONTENT, us]
+        ums = U[U_MS, us]
+        if xms > ums or (xms == ums and xc > uc):
+            top, topms, down, downms = xc, xms, uc, ums
+        else:
+            top, topms, down, downms = uc, ums, xc, xms
+        nxt = ctr[C_U_NEXT]
+        ctr[C_U_NEXT] += 1
+        U[U_CONTENT, cs] = top
+        U[U_MS, cs] = topms
+        if U[U_BIT, us] == 0:
+            other = U[U_RIGHT, us]
+            U[U_LEFT, cs] = nxt
+            U[U_RIGHT, cs] = other
+            U[U_BIT, cs] = 1
+            u = U[U_LEFT, us]
+        else:
+            other = U[U_LEFT, us]
+            U[U_LEFT, cs] = other
+            U[U_RIGHT, cs] = nxt
+            U[U_BIT, cs] = 0
+            u = U[U_RIGHT, us]
+        xc, xms = down, downms
+        cur = nxt
+        depth += 1
+    if depth > ctr[C_MAX_DEPTH]:
+        ctr[C_MAX_DEPTH] = depth
+    return new_root
+
+
+@njit(cache=True, inline="always")
+def _hash(state, key, mask):  # type: ignore[no-untyped-def]
+    h = (state * 0x9E3779B1 + key * 0x85EBCA77) & 0x7FFFFFFFFFFFFFFF
+    h ^= h >> 29
+    return h & mask
+
+
+@njit(cache=True)
+def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
+    """The value stored for (state, key), or -1."""
+    mask = HT.shape[1] - 1
+    s = _hash(state, key, mask)
+    while HT[H_STATE, s] != EMPTY:
+        if HT[H_STATE, s] == state and HT[H_KEY, s] == key:
+            return HT[H_VAL, s]
+        s = (s + 1) & mask
+    return -1
+
+
+@njit(cache=True)
+def ht_put(HT, ctr, state, key, value):  # type: ignore[no-untyped-def]
+    mask = HT.shape[1] - 1
+    s = _hash(state, key, mask)
+    while HT[H_STATE, s] != EMPTY:
+        if HT[H_STATE, s] == state and HT[H_KEY, s] == key:
+            HT[H_VAL, s] = value
+            return
+        s = (s + 1) & mask
+    HT[H_STATE, s] = state
+    HT[H_KEY, s] = key
+    HT[H_VAL, s] = value
+    ctr[C_H_COUNT] += 1
+
+
+@njit(cache=True)
+def ht_rebuild(HT, U, ctr, lo, room):  # type: ignore[no-untyped-def]
+    """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
+    window, stale barriers) are dropped, and the table grows only if the live ones need it."""
+    if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
+        return HT
+    ucap = U.shape[1]
+    alive = 0
+    for s in range(HT.shape[1]):
+        st = HT[H_STATE, s]
+        if st == EMPTY:
+            continue
+        v = HT[H_VAL, s]
+        if st == BARRIER:
+            if v >= lo:
+                alive += 1
+        elif live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (ucap - 1)] >= lo:
+            alive += 1
+    cap = HT.shape[1]
+    while (alive + room) * 4 > cap:
+        cap *= 2
+    while cap > 1024 and (alive + room) * 16 < cap:
+        cap //= 2
+    new = np.full((3, cap), EMPTY, dtype=np.int64)
+    ctr[C_H_COUNT] = 0
+    for s in range(HT.shape[1]):
+        st = HT[H_STATE, s]
+        if st == EMPTY:
+            continue
+        v = HT[H_VAL, s]
+        if st == BARRIER:
+            keep = v >= lo
+        else:
+            keep = live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (ucap - 1)] >= lo
+        if keep:
+            ht_put(new, ctr, st, HT[H_KEY, s], v)
+    if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
+        ctr[C_PEAK_H] = ctr[C_H_COUNT]
+    return new
