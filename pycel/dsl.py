@@ -24,7 +24,7 @@ import attrs
 
 from .errors import PatternError
 from .events import Alias, Event, event_name
-from .expr import Attr, Expr
+from .expr import Attr, Expr, expr_key
 
 Strategy = Literal["all", "any", "next", "last", "max", "strict"]
 Policy = Literal["none", "any", "partition"]
@@ -115,7 +115,7 @@ class Pattern:
         if events is not None:
             if on is not None:
                 raise PatternError("within(events=...) counts positions; it takes no on=")
-            if not isinstance(events, int) or events < 0:
+            if not isinstance(events, int) or isinstance(events, bool) or events < 0:
                 raise PatternError(f"within(events=...) needs a non-negative int, got {events!r}")
             return Within(self, float(events), "events", None)
         if not isinstance(on, Attr):
@@ -123,14 +123,13 @@ class Pattern:
         if on.dtype not in ("int", "float", "time"):
             raise PatternError(f"window on {on!r}: a {on.dtype} attribute is not a time")
         if seconds is not None:
-            secs = seconds.total_seconds() if isinstance(seconds, timedelta) else seconds
-            return Within(self, float(secs), "seconds", on.name)
+            return Within(self, _window_amount(seconds, "seconds="), "seconds", on.name)
         assert size is not None
         if isinstance(size, timedelta):
-            return Within(self, size.total_seconds(), "seconds", on.name)
+            return Within(self, _window_amount(size, "size"), "seconds", on.name)
         if on.dtype == "time":
             raise PatternError(f"{on!r} is a timestamp: give the window as seconds= or a timedelta")
-        return Within(self, float(size), "units", on.name)
+        return Within(self, _window_amount(size, "size"), "units", on.name)
 
     def partition_by(self, *keys: Expr[Any] | str) -> Pattern:
         """Evaluate on each sub-stream of events with equal values of ``keys``.
@@ -178,12 +177,20 @@ class Pattern:
 
     def limit(self, n: int) -> Pattern:
         """Enumerate at most ``n`` matches per end position."""
-        if not isinstance(n, int) or n < 1:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise PatternError(f"limit() needs a positive int, got {n!r}")
         return Limit(self, n)
 
 
 PatternLike = Pattern | type[Event]
+
+
+def _window_amount(value: object, what: str) -> float:
+    """A window size as a non-negative float (a timedelta counts in seconds)."""
+    amount = value.total_seconds() if isinstance(value, timedelta) else value
+    if not isinstance(amount, int | float) or isinstance(amount, bool) or not amount >= 0:
+        raise PatternError(f"within({what}) needs a non-negative number or timedelta, got {value!r}")
+    return float(amount)
 
 
 def _check_var(var: str) -> str:
@@ -259,7 +266,7 @@ class NotAtom(Pattern):
 
     event: type[Event]
     var: str
-    predicate: Expr[bool] | None
+    predicate: Expr[bool] | None = attrs.field(eq=expr_key)
 
     def __repr__(self) -> str:
         inner = event_name(self.event)
@@ -344,7 +351,7 @@ class Filter(Pattern):
     """``inner FILTER predicate``: the predicate holds for all events bound to its variables."""
 
     inner: Pattern
-    predicate: Expr[bool]
+    predicate: Expr[bool] = attrs.field(eq=expr_key)
     post_filter: bool = False
 
     def children(self) -> tuple[Pattern, ...]:

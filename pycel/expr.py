@@ -199,10 +199,12 @@ class Expr(Generic[T_co]):
 
     def like(self: Expr[str], pattern: str) -> Expr[bool]:
         """SQL ``LIKE``: ``%`` matches any run of characters, ``_`` exactly one."""
+        _require_str(self, "like()", pattern)
         return Like(self, pattern, regex=False)
 
     def matches(self: Expr[str], regex: str) -> Expr[bool]:
         """True when the whole string matches the regular expression ``regex``."""
+        _require_str(self, "matches()", regex)
         re.compile(regex)
         return Like(self, regex, regex=True)
 
@@ -213,6 +215,27 @@ def _lift(value: Any) -> Expr[Any]:
     if isinstance(value, type) or hasattr(value, "__pycel_pattern__"):
         raise PatternError(f"{value!r} is a pattern, but a value or attribute was expected")
     return Const(value)
+
+
+def _require_str(e: Expr[Any], method: str, pattern: object) -> None:
+    if e.dtype != "str":
+        raise PatternError(f"{method} needs a str expression, but {e!r} is {e.dtype}")
+    if not isinstance(pattern, str):
+        raise PatternError(f"{method} needs a str pattern, got {pattern!r}")
+
+
+def expr_key(value: object) -> object:
+    """A hashable structural identity of an expression, for comparing patterns.
+
+    ``==`` on expressions builds a predicate, so pattern nodes that hold expressions
+    compare them through this key instead.
+    """
+    if isinstance(value, Expr):
+        fields: tuple[attrs.Attribute[Any], ...] = attrs.fields(type(value))  # type: ignore[arg-type]
+        return (type(value).__name__, *(expr_key(getattr(value, f.name)) for f in fields))
+    if isinstance(value, tuple):
+        return tuple(expr_key(v) for v in value)
+    return (type(value).__name__, value)
 
 
 def _require_bool(e: Expr[Any]) -> None:
