@@ -209,9 +209,9 @@ class Event(metaclass=EventMeta):
     @classmethod
     def as_(cls, var: str) -> Pattern:
         """This event type bound to variable ``var`` (CEQL ``Buy AS b``)."""
-        from .dsl import Atom
+        from .dsl import as_pattern
 
-        return Atom(cls, var)
+        return as_pattern(cls).as_(var)
 
     @classmethod
     def pattern(cls) -> Pattern:
