@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -168,13 +167,19 @@ class EventBatch:
         return self.type_name(k), {a: self.value(a, k) for a in fields}
 
 
-def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) -> Any:
-    """Validate one value against ``dtype``; return its columnar encoding (None if null)."""
-    if value is None or (isinstance(value, float) and math.isnan(value) and dtype != "float"):
-        return None
+def _check_null(value: Any) -> Any:
+    """``value`` as a plain Python value, or None when it is null (None, NaN, NaT)."""
     if isinstance(value, np.generic):
         value = value.item()
-    if dtype == "float" and isinstance(value, float) and math.isnan(value):
+    if value is None or (isinstance(value, float | datetime) and value != value):
+        return None
+    return value
+
+
+def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) -> Any:
+    """Validate one value against ``dtype``; return its columnar encoding (None if null)."""
+    value = _check_null(value)
+    if value is None:
         return None
     ok = {
         "bool": isinstance(value, bool),
@@ -262,7 +267,12 @@ def to_batch(
         for c in columns:
             known = (c in t.__fields__ for ts in all_event_types().values() for t in ts)
             if c not in trial.fields and not any(known):
-                raise DataError(f"unknown attribute {c!r}", column=c)
+                filled = [k for k, vals in enumerate(values) if _check_null(vals.get(c)) is not None]
+                raise DataError(
+                    f"unknown attribute {c!r}: no event type declares it",
+                    row=filled[0] if filled else None,
+                    column=c,
+                )
     n = len(names)
     type_ids = np.empty(n, dtype=np.int32)
     cells: dict[str, list[Any]] = {}
@@ -304,6 +314,12 @@ def to_batch(
     return EventBatch(schema, offset, type_ids, out_cols, valid)
 
 
+def _show_time(value: Any, dtype: str | None) -> str:
+    if dtype == "time":
+        return datetime.fromtimestamp(int(value) / 1e9, UTC).isoformat()
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def time_values(batch: EventBatch, attr: str, previous: float | None = None) -> np.ndarray[Any, Any]:
     """The window's time column of ``batch``, checked: present on every event and
     non-decreasing (also with respect to ``previous``, the last time already accepted)."""
@@ -323,7 +339,6 @@ def time_values(batch: EventBatch, attr: str, previous: float | None = None) -> 
         back = np.flatnonzero(values < prev)
         if len(back):
             k = int(back[0])
-            raise DataError(
-                f"time goes backwards: {values[k]!r} after {prev[k]!r}", row=k, column=attr
-            )
+            shown = [_show_time(v, batch.schema.fields.get(attr)) for v in (values[k], prev[k])]
+            raise DataError(f"time goes backwards: {shown[0]} after {shown[1]}", row=k, column=attr)
     return values
