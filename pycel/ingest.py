@@ -259,9 +259,10 @@ def to_batch(
     """
     classes: list[type[Event] | None] = []
     if hasattr(data, "to_pydict") or hasattr(data, "columns") and hasattr(data, "iloc"):
-        names, values, columns = _frame_records(data, type_column)
-    else:
-        names, values, columns = _records(data, type_column, classes)
+        from .frames import frame_to_batch  # columnar fast path
+
+        return frame_to_batch(data, schema, type_column=type_column, offset=offset)
+    names, values, columns = _records(data, type_column, classes)
     trial = schema.copy()
     if columns is not None:
         for c in columns:
