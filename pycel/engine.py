@@ -125,17 +125,35 @@ class Stream:
         self.tail_time = np.zeros(0, dtype=np.float64)
         self.key_ids: dict[tuple[int, ...], int] = {}
         self.seconds = 0.0  # time spent in push, for reports
+        # Sub-stream mode (push(..., positions=...)): the global position of the events at
+        # local positions global_base, global_base + 1, ...; None until then.
+        self.global_map: npt.NDArray[np.int64] | None = None
+        self.global_base = 0
 
     # -- per batch ---------------------------------------------------------------------
-    def push(self, data: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
-        """Evaluate the next events; return the matches that end in them."""
+    def push(
+        self,
+        data: Any,
+        *,
+        type_column: str = DEFAULT_TYPE_COLUMN,
+        positions: npt.ArrayLike | None = None,
+    ) -> Matches:
+        """Evaluate the next events; return the matches that end in them.
+
+        ``positions``: the events' global stream positions, strictly increasing and after
+        every position pushed before, when this stream evaluates a sub-stream (e.g. the
+        events of one partition key, as Spark runs them). Contiguity and the run are then
+        those of the sub-stream, while count windows and the returned matches use these
+        positions. A stream given positions once needs them on every push.
+        """
         began = time.perf_counter()
         batch = data if isinstance(data, EventBatch) else to_batch(
             data, self.schema.copy(), type_column=type_column, offset=self.offset
         )
         if isinstance(data, EventBatch) and data.offset != self.offset:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
-        lows, tail = self._window_starts(batch)
+        gpos = self._check_positions(positions, len(batch))
+        lows, tail = self._window_starts(batch, gpos)
         keys, key_valid = self._keys(batch)
         class_ids = self.classes.classify(atom_bits(self.query.nfa.atoms, batch))
         # All checks passed: from here on the batch is accepted.
@@ -153,7 +171,10 @@ class Stream:
         if tail is not None:
             self.tail_pos, self.tail_time, self.last_time = tail
         starts, ends = se[0::2].copy(), se[1::2].copy()
-        matches = Matches(starts, ends, off, var, pos, q.variables, batch)
+        source: Any = batch
+        if gpos is not None:
+            starts, ends, pos, source = self._to_global(gpos, starts, ends, pos, batch)
+        matches = Matches(starts, ends, off, var, pos, q.variables, source)
         if q.projected:
             keep = unique_matches(starts, ends, off, var, pos)
             if len(keep) < len(starts):
@@ -161,8 +182,57 @@ class Stream:
         self.seconds += time.perf_counter() - began
         return matches
 
+    def _check_positions(self, positions: npt.ArrayLike | None, n: int) -> npt.NDArray[np.int64] | None:
+        """``positions`` as int64, checked against the stream's mode and past positions."""
+        if positions is None:
+            if self.global_map is not None:
+                raise DataError("this stream evaluates a sub-stream: push(..., positions=) is required")
+            return None
+        if self.global_map is None and self.offset > 0:
+            raise DataError("positions= must be given from the first push of a stream on")
+        gpos = np.asarray(positions, dtype=np.int64)
+        if gpos.shape != (n,):
+            raise DataError(f"positions= has shape {gpos.shape}, expected ({n},)")
+        last = self.global_map[-1] if self.global_map is not None and len(self.global_map) else -1
+        prev = np.concatenate([[last], gpos[:-1]])
+        bad = np.flatnonzero(gpos <= prev)
+        if len(bad):
+            k = int(bad[0])
+            raise DataError(f"positions must increase: {gpos[k]} after {prev[k]}", row=k)
+        return gpos
+
+    def _known_positions(
+        self, gpos: npt.NDArray[np.int64], batch: EventBatch
+    ) -> tuple[npt.NDArray[np.int64], int]:
+        """Global positions of the local positions base, base + 1, ... through ``gpos``."""
+        if self.global_map is None:
+            return gpos, batch.offset
+        return np.concatenate([self.global_map, gpos]), self.global_base
+
+    def _to_global(
+        self,
+        gpos: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        pos: npt.NDArray[np.int64],
+        batch: EventBatch,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Any]:
+        """Map local positions to global ones; keep only the map a future match can use."""
+        if not len(gpos):
+            return starts, ends, pos, _SubStreamEvents(batch, gpos)
+        full, base = self._known_positions(gpos, batch)
+        starts, ends, pos = full[starts - base], full[ends - base], full[pos - base]
+        q = self.query
+        keep_from = base  # no window: any past event may still match
+        if q.window_unit == "events":
+            keep_from = base + int(np.searchsorted(full, full[-1] - np.int64(q.window_size)))
+        elif q.window_unit is not None and len(self.tail_pos):
+            keep_from = int(self.tail_pos[0])
+        self.global_map, self.global_base = full[keep_from - base :], keep_from
+        return starts, ends, pos, _SubStreamEvents(batch, gpos)
+
     def _window_starts(
-        self, batch: EventBatch
+        self, batch: EventBatch, gpos: npt.NDArray[np.int64] | None = None
     ) -> tuple[npt.NDArray[np.int64], tuple[Any, Any, float] | None]:
         """The first position inside each event's window, and the new time tail."""
         q = self.query
@@ -171,7 +241,13 @@ class Stream:
         if q.window_unit is None:
             return np.zeros(n, dtype=np.int64), None
         if q.window_unit == "events":
-            return positions - np.int64(q.window_size), None
+            if gpos is None:
+                return positions - np.int64(q.window_size), None
+            # Count windows are global: the first local position whose global position is
+            # inside the window (everything before global_base is outside every new window).
+            known, base = self._known_positions(gpos, batch)
+            first = np.searchsorted(known, gpos - np.int64(q.window_size), side="left")
+            return first.astype(np.int64) + np.int64(base), None
         assert q.time_attribute is not None
         times = time_values(batch, q.time_attribute, self.last_time).astype(np.float64)
         size = q.window_size
@@ -239,6 +315,19 @@ class Stream:
             "h_capacity": int(self.HT.shape[1]),
             "max_heap_depth": int(self.ctr[3]),
         }
+
+
+class _SubStreamEvents:
+    """The events of a batch pushed with ``positions=``, looked up by global position."""
+
+    def __init__(self, batch: EventBatch, positions: npt.NDArray[np.int64]) -> None:
+        self.batch, self.positions = batch, positions
+
+    def event(self, position: int) -> tuple[str, dict[str, Any]]:
+        k = int(np.searchsorted(self.positions, position))
+        if k == len(self.positions) or self.positions[k] != position:
+            raise KeyError(f"position {position} is not an event of this batch")
+        return self.batch.row(k)
 
 
 def _take(m: Matches, keep: npt.NDArray[np.int64]) -> Matches:
