@@ -1,0 +1,207 @@
+"""Batch detection on a Spark DataFrame, stream positions, and the pandas-UDF form."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast
+
+import pandas as pd
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..engine import CompiledQuery
+from ..errors import DataError
+from ._plan import PatternArg, TypesArg, as_list, check_integral, compile_pattern, output_schema, runner_spec
+from ._runner import RunnerSpec, run_group
+
+POSITION = "_pycel_position"
+GROUP = "_pycel_group"
+#: An unpartitioned group larger than this warns (on the executor) that it runs on one core.
+LARGE_GROUP_ROWS = 5_000_000
+
+
+class SingleGroupWarning(UserWarning):
+    """An unpartitioned pattern ran a large input as one group, on one core."""
+
+
+def with_positions(df: DataFrame, order_by: str | Sequence[str], column: str = "position") -> DataFrame:
+    """``df`` with a ``column`` of stream positions: each row's 0-based index in the whole
+    DataFrame ordered by ``order_by`` (ascending, nulls first).
+
+    The positions are what :func:`pycel.spark.detect` reports, so this is the column to
+    give :func:`pycel.spark.matcher`. Ties in ``order_by`` are broken arbitrarily: make
+    the order total (add an id column) for reproducible positions.
+
+    Example::
+
+        events = pycel.spark.with_positions(df, ["time", "id"])
+    """
+    cols = as_list(order_by)
+    if not cols:
+        raise DataError("with_positions() needs at least one order_by column")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DataError(f"the DataFrame has no order_by column {missing[0]!r}; it has {df.columns}")
+    if hasattr(df, "zipWithIndex"):  # Spark >= 4.2: a distributed sort, then per-partition counts
+        return df.orderBy(*cols).zipWithIndex(column)
+    window = Window.orderBy(*cols)  # older Spark: one partition does the numbering
+    return df.withColumn(column, F.row_number().over(window) - F.lit(1))
+
+
+def stream_order(
+    query: CompiledQuery, time: str | None, order_by: str | Sequence[str] | None, id_column: str | None
+) -> tuple[str | None, list[str]]:
+    """(event-time column, columns defining the stream order) from detect's arguments."""
+    if time is None and query.window_unit in ("seconds", "units"):
+        time = query.time_attribute
+    cols = as_list(order_by) or ([time] if time is not None else [])
+    if cols and id_column is not None and id_column not in cols:
+        cols.append(id_column)  # ties in time are broken by id
+    return time, cols
+
+
+def grouping(query: CompiledQuery) -> list[str]:
+    """The group-by keys: the pattern's PARTITION BY, or none (one group).
+
+    CONSUME BY ANY discards partial matches of every partition when one produces output,
+    so such a query cannot be split by key and runs as one group.
+    """
+    if query.consume == 1:
+        return []
+    return list(query.partition)
+
+
+def detect_batch(
+    df: DataFrame,
+    pattern: PatternArg,
+    *,
+    time: str | None,
+    order_by: str | Sequence[str] | None,
+    position_column: str | None,
+    event_type_column: str,
+    id_column: str | None,
+    include_events: bool,
+    types: TypesArg,
+) -> DataFrame:
+    query = compile_pattern(pattern, types)
+    time, order = stream_order(query, time, order_by, id_column)
+    if position_column is None:
+        if not order:
+            raise DataError(
+                "detect() needs the order of the stream: pass order_by= (columns), time= (the "
+                "event-time column) or position_column= (precomputed positions)"
+            )
+        for c in order:
+            if c not in df.columns:
+                raise DataError(f"the DataFrame has no order_by column {c!r}; it has {df.columns}", column=c)
+    else:
+        if position_column not in df.columns:
+            raise DataError(
+                f"the DataFrame has no position column {position_column!r}", column=position_column
+            )
+        check_integral(df.schema, position_column, "position")
+    keys = grouping(query)
+    events = df if position_column is not None else with_positions(df, order, POSITION)
+    spec = runner_spec(
+        query,
+        events.schema,
+        type_column=event_type_column,
+        position_column=position_column or POSITION,
+        key_columns=list(query.partition),
+        id_column=id_column,
+        include_events=include_events,
+        needed=[time] if time is not None else [],
+    )
+    schema = output_schema(spec, events.schema)
+    # Events with a null key belong to no partition: they keep their positions but cannot
+    # take part in a match, so they are left out before the shuffle.
+    for k in query.partition:
+        events = events.where(F.col(k).isNotNull())
+    wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
+    events = events.select(*wanted)
+    if keys:
+        return events.groupBy(*keys).applyInPandas(group_function(spec), schema)
+    return (
+        events.withColumn(GROUP, F.lit(0))
+        .groupBy(GROUP)
+        .applyInPandas(group_function(spec, warn_above=LARGE_GROUP_ROWS), schema)
+    )
+
+
+def group_function(spec: RunnerSpec, warn_above: int | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The function ``applyInPandas`` runs per group.
+
+    A plain one-argument function: Spark counts the arguments to decide whether to pass
+    the group key too, and a callable object's ``self`` would count.
+    """
+
+    def apply(frame: pd.DataFrame) -> pd.DataFrame:
+        if warn_above is not None and len(frame) > warn_above:
+            warnings.warn(
+                f"pycel: the pattern has no partition_by(), so all {len(frame)} events run as one "
+                "group on one core; partition the pattern if its semantics allow",
+                SingleGroupWarning,
+                stacklevel=1,
+            )
+        return run_group(spec, frame)
+
+    return apply
+
+
+class Matcher(Protocol):
+    """What :func:`matcher` returns: a function of a group's pandas frame, for
+    ``groupBy(...).applyInPandas(m, m.schema)``, with the output :attr:`schema` and the
+    executor-side :attr:`spec` attached."""
+
+    schema: T.StructType
+    spec: RunnerSpec
+
+    def __call__(self, frame: pd.DataFrame) -> pd.DataFrame: ...
+
+
+def matcher(
+    pattern: PatternArg,
+    schema: T.StructType,
+    *,
+    position_column: str,
+    event_type_column: str = "event_type",
+    key_columns: Sequence[str] | None = None,
+    id_column: str | None = None,
+    include_events: bool = False,
+    types: TypesArg = (),
+) -> Matcher:
+    """A function for ``df.groupBy(...).applyInPandas(m, m.schema)`` that finds the
+    pattern's matches in each group.
+
+    ``schema``: the input DataFrame's schema. ``position_column``: the events' global
+    stream positions (see :func:`with_positions`). ``key_columns``: input columns copied
+    into each match row (default: the pattern's ``partition_by`` keys). Every group must
+    hold whole partitions of the pattern: grouping by the pattern's keys, or by anything
+    coarser, gives the same matches as :func:`detect`.
+
+    Example::
+
+        m = pycel.spark.matcher(pattern, events.schema, position_column="position")
+        matches = events.groupBy("name").applyInPandas(m, m.schema)
+    """
+    query = compile_pattern(pattern, types)
+    if position_column not in schema.fieldNames():
+        raise DataError(f"the DataFrame has no position column {position_column!r}", column=position_column)
+    check_integral(schema, position_column, "position")
+    keys = list(query.partition) if key_columns is None else list(key_columns)
+    spec = runner_spec(
+        query,
+        schema,
+        type_column=event_type_column,
+        position_column=position_column,
+        key_columns=keys,
+        id_column=id_column,
+        include_events=include_events,
+    )
+    fn = group_function(spec)
+    fn.schema = output_schema(spec, schema)  # type: ignore[attr-defined]
+    fn.spec = spec  # type: ignore[attr-defined]
+    fn.__doc__ = f"Matches of {query.text} in one group of events (pycel.spark.matcher)."
+    return cast(Matcher, fn)

@@ -1,0 +1,247 @@
+"""The executor side of the Spark integration: one group of events in, its matches out.
+
+Nothing here imports pyspark; the functions work on pandas frames, so the same code runs
+inside ``applyInPandas``, ``applyInPandasWithState`` and ``transformWithStateInPandas``,
+and can be unit-tested without Spark.
+
+A group's events are sorted by their global position and pushed into an engine
+:class:`~pycel.Stream` with ``positions=`` (the stream evaluates the group's sub-stream,
+count windows and the returned positions are global), in chunks so that ingestion never
+holds more than ``chunk_rows`` events at once. Matches become one output row each.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from ..engine import CompiledQuery, Stream
+from ..errors import DataError
+from ..matches import Matches
+
+#: Output columns after the key columns.
+MATCH_START, MATCH_END, POSITIONS, IDS, EVENTS = "match_start", "match_end", "positions", "ids", "events"
+_STATE_VERSION = 1
+
+
+@attrs.frozen
+class RunnerSpec:
+    """Everything an executor needs to turn a group's events into match rows (picklable).
+
+    ``attributes``: the event attribute columns handed to the engine; ``key_columns``:
+    copied into each output row from the group; ``event_columns``: the columns of each
+    matched event in the ``events`` output (empty: no such column); ``variables``: the
+    output variables, in the order of the ``positions`` struct.
+    """
+
+    query: CompiledQuery
+    type_column: str
+    attributes: tuple[str, ...]
+    position_column: str
+    key_columns: tuple[str, ...]
+    id_column: str | None
+    event_columns: tuple[str, ...]
+    variables: tuple[str, ...]
+    chunk_rows: int = 100_000
+
+    @property
+    def kept_columns(self) -> list[str]:
+        """The input columns a stream must remember to describe later matches."""
+        cols = [self.position_column]
+        for c in (*self.key_columns, self.id_column, *self.event_columns):
+            if c is not None and c not in cols:
+                cols.append(c)
+        return cols
+
+    @property
+    def output_columns(self) -> list[str]:
+        cols = [*self.key_columns, MATCH_START, MATCH_END, POSITIONS]
+        if self.id_column is not None:
+            cols.append(IDS)
+        if self.event_columns:
+            cols.append(EVENTS)
+        return cols
+
+
+def describe_key(spec: RunnerSpec, frame: pd.DataFrame) -> str:
+    """``name='INTC'`` for error messages (empty for an unpartitioned group)."""
+    if not spec.key_columns or not len(frame):
+        return ""
+    return ", ".join(f"{k}={frame[k].iloc[0]!r}" for k in spec.key_columns)
+
+
+def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.DataFrame:
+    """``frame`` in position order, checked: positions present, integral, distinct and
+    greater than ``after`` (the last position this key has already processed)."""
+    pos = frame[spec.position_column]
+    key = describe_key(spec, frame)
+    where = f" in the group {key}" if key else ""
+    if pos.isna().any():
+        raise DataError(f"null position{where}", column=spec.position_column)
+    if not pd.api.types.is_integer_dtype(pos.dtype):
+        raise DataError(f"positions must be integers, got {pos.dtype}{where}", column=spec.position_column)
+    order = np.argsort(pos.to_numpy(), kind="stable")
+    frame = frame.iloc[order].reset_index(drop=True)
+    values = frame[spec.position_column].to_numpy(dtype=np.int64)
+    if len(values):
+        dup = np.flatnonzero(values[1:] == values[:-1])
+        if len(dup):
+            raise DataError(
+                f"position {values[dup[0]]} occurs twice{where}; positions must be unique",
+                column=spec.position_column,
+            )
+        if values[0] <= after:
+            raise DataError(
+                f"late event at position {values[0]}{where}: this key has already processed "
+                f"position {after}; events of a key must arrive in position order",
+                column=spec.position_column,
+            )
+    return frame
+
+
+def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
+    """Push a position-sorted frame into ``stream`` in chunks; the matches found."""
+    positions = frame[spec.position_column].to_numpy(dtype=np.int64)
+    engine_cols = [spec.type_column, *spec.attributes]
+    parts = []
+    for lo in range(0, len(frame), spec.chunk_rows):
+        chunk = frame.iloc[lo : lo + spec.chunk_rows]
+        try:
+            parts.append(
+                stream.push(
+                    chunk[engine_cols],
+                    type_column=spec.type_column,
+                    positions=positions[lo : lo + len(chunk)],
+                )
+            )
+        except DataError as err:
+            key = describe_key(spec, frame)
+            where = f" (group {key})" if key else ""
+            row = getattr(err, "row", None)
+            at = f" at position {positions[lo + row]}" if row is not None else ""
+            raise DataError(f"{err}{at}{where}") from err
+    if not parts:
+        return Matches.empty(spec.query.variables)
+    return Matches.concat(parts)
+
+
+def match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.DataFrame:
+    """One row per match: the key columns (those of the match's last event), start, end,
+    the positions per variable and, as asked, the ids and columns of the matched events.
+
+    ``known``: the events the matches may refer to, sorted by position (with at least
+    the columns of :attr:`RunnerSpec.kept_columns`).
+    """
+    n = len(matches)
+    out: dict[str, Any] = {}
+    known_pos = known[spec.position_column].to_numpy(dtype=np.int64)
+    if spec.key_columns:
+        last = _rows_of(known_pos, matches.ends)
+        for k in spec.key_columns:
+            out[k] = known[k].iloc[last].reset_index(drop=True)
+    out[MATCH_START] = matches.starts.astype(np.int64)
+    out[MATCH_END] = matches.ends.astype(np.int64)
+    per_var = _positions_by_variable(spec, matches)
+    out[POSITIONS] = _structs(spec.variables, [[a.tolist() for a in arrays] for arrays in per_var], n)
+    if spec.id_column is not None or spec.event_columns:
+        rows = [[_rows_of(known_pos, a) for a in arrays] for arrays in per_var]
+        if spec.id_column is not None:
+            ids = known[spec.id_column].astype(object).where(known[spec.id_column].notna(), None).to_numpy()
+            out[IDS] = _structs(spec.variables, [[ids[r].tolist() for r in rs] for rs in rows], n)
+        if spec.event_columns:
+            cells = known[list(spec.event_columns)].astype(object)
+            records = np.array(cells.where(cells.notna(), None).to_dict("records") + [None], dtype=object)[
+                :-1
+            ]
+            out[EVENTS] = _structs(spec.variables, [[records[r].tolist() for r in rs] for rs in rows], n)
+    return pd.DataFrame(out, columns=spec.output_columns)
+
+
+def _positions_by_variable(spec: RunnerSpec, m: Matches) -> list[list[npt.NDArray[np.int64]]]:
+    """For each output variable, each match's sorted positions of that variable."""
+    n = len(m)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(m.offsets))
+    order = np.lexsort((m.positions, m.var_ids, owner))
+    owner, var_ids, positions = owner[order], m.var_ids[order], m.positions[order]
+    index = {v: k for k, v in enumerate(m.variables)}
+    result = []
+    for var in spec.variables:
+        mine = var_ids == index[var] if var in index else np.zeros(len(var_ids), dtype=np.bool_)
+        counts = np.bincount(owner[mine], minlength=n)
+        result.append(np.split(positions[mine], np.cumsum(counts)[:-1]) if n else [])
+    return result
+
+
+def _rows_of(known_pos: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    rows = np.searchsorted(known_pos, positions)
+    if len(rows) and (rows.max() >= len(known_pos) or not np.array_equal(known_pos[rows], positions)):
+        raise DataError("internal: a match refers to an event the group no longer holds")
+    return rows
+
+
+def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> list[dict[str, Any]]:
+    """Per match, a dict ``variable -> values`` (the Spark struct of one output cell)."""
+    if not variables:
+        return [{} for _ in range(n)]
+    return [dict(zip(variables, cell, strict=True)) for cell in zip(*values, strict=True)]
+
+
+def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
+    """All matches of one group's events (a whole batch group: a fresh stream)."""
+    events = sorted_events(spec, frame)
+    matches = evaluate(spec, spec.query.stream(), events)
+    return match_rows(spec, matches, events)
+
+
+# -- streaming state ------------------------------------------------------------------------
+@attrs.define
+class KeyState:
+    """What a streaming query keeps per key between micro-batches: the engine stream, the
+    last position processed, and the events later matches may still refer to."""
+
+    stream: Stream
+    last_position: int = -1
+    known: pd.DataFrame | None = None
+
+    def dumps(self) -> bytes:
+        payload = (_STATE_VERSION, self.stream.snapshot(), self.last_position, self.known)
+        return zlib.compress(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+    @classmethod
+    def loads(cls, data: bytes) -> KeyState:
+        version, snapshot, last, known = pickle.loads(zlib.decompress(data))
+        if version != _STATE_VERSION:
+            raise DataError(f"pycel streaming state version {version} is not supported")
+        return cls(Stream.restore(snapshot), last, known)
+
+
+def advance(spec: RunnerSpec, state: KeyState, frame: pd.DataFrame, *, late: str) -> pd.DataFrame:
+    """Feed a key's new events (one micro-batch) into its state; the new match rows.
+
+    Events at or before the key's last processed position are late: an error, or with
+    ``late="drop"`` they are left out.
+    """
+    if late == "drop" and len(frame):
+        pos = frame[spec.position_column]
+        frame = frame[pos.isna() | (pos > state.last_position)]
+    events = sorted_events(spec, frame, after=state.last_position)
+    matches = evaluate(spec, state.stream, events)
+    known = events[spec.kept_columns]
+    if state.known is not None and len(state.known):
+        known = pd.concat([state.known, known], ignore_index=True)
+    rows = match_rows(spec, matches, known)
+    if len(events):
+        state.last_position = int(events[spec.position_column].iloc[-1])
+    # Keep only the events a future match can still include.
+    oldest = state.stream.global_map
+    if oldest is not None and len(oldest):
+        known = known[known[spec.position_column] >= oldest[0]].reset_index(drop=True)
+    state.known = known if spec.id_column is not None or spec.event_columns else None
+    return rows
