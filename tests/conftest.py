@@ -34,3 +34,8 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_configure(config: object) -> None:
+    """Register the markers the suite uses (``-m "not spark"`` skips the Spark tests)."""
+    config.addinivalue_line("markers", "spark: needs a local Spark session (pyspark and Java 17+); slow")  # type: ignore[attr-defined]

@@ -149,23 +149,26 @@ def match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.Da
     out[MATCH_START] = matches.starts.astype(np.int64)
     out[MATCH_END] = matches.ends.astype(np.int64)
     per_var = _positions_by_variable(spec, matches)
-    out[POSITIONS] = _structs(spec.variables, [[a.tolist() for a in arrays] for arrays in per_var], n)
+    out[POSITIONS] = _structs(spec.variables, [_split(v.tolist(), b) for v, b in per_var], n)
     if spec.id_column is not None or spec.event_columns:
-        rows = [[_rows_of(known_pos, a) for a in arrays] for arrays in per_var]
+        rows = [(_rows_of(known_pos, v), b) for v, b in per_var]
         if spec.id_column is not None:
-            ids = known[spec.id_column].astype(object).where(known[spec.id_column].notna(), None).to_numpy()
-            out[IDS] = _structs(spec.variables, [[ids[r].tolist() for r in rs] for rs in rows], n)
+            col = known[spec.id_column]
+            ids = col.astype(object).where(col.notna(), None).to_numpy()
+            out[IDS] = _structs(spec.variables, [_split(ids[r].tolist(), b) for r, b in rows], n)
         if spec.event_columns:
             cells = known[list(spec.event_columns)].astype(object)
-            records = np.array(cells.where(cells.notna(), None).to_dict("records") + [None], dtype=object)[
-                :-1
-            ]
-            out[EVENTS] = _structs(spec.variables, [[records[r].tolist() for r in rs] for rs in rows], n)
+            records = np.empty(len(cells), dtype=object)
+            records[:] = cells.where(cells.notna(), None).to_dict("records")
+            out[EVENTS] = _structs(spec.variables, [_split(records[r].tolist(), b) for r, b in rows], n)
     return pd.DataFrame(out, columns=spec.output_columns)
 
 
-def _positions_by_variable(spec: RunnerSpec, m: Matches) -> list[list[npt.NDArray[np.int64]]]:
-    """For each output variable, each match's sorted positions of that variable."""
+def _positions_by_variable(
+    spec: RunnerSpec, m: Matches
+) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """For each output variable: its positions sorted by (match, position) and the bounds
+    of each match's share (``values[bounds[k]:bounds[k + 1]]`` belong to match k)."""
     n = len(m)
     owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(m.offsets))
     order = np.lexsort((m.positions, m.var_ids, owner))
@@ -174,9 +177,18 @@ def _positions_by_variable(spec: RunnerSpec, m: Matches) -> list[list[npt.NDArra
     result = []
     for var in spec.variables:
         mine = var_ids == index[var] if var in index else np.zeros(len(var_ids), dtype=np.bool_)
-        counts = np.bincount(owner[mine], minlength=n)
-        result.append(np.split(positions[mine], np.cumsum(counts)[:-1]) if n else [])
+        bounds = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner[mine], minlength=n), out=bounds[1:])
+        result.append((positions[mine], bounds))
     return result
+
+
+def _split(values: list[Any], bounds: npt.NDArray[np.int64]) -> list[list[Any]]:
+    """``values`` cut into one list per match at ``bounds``."""
+    if len(values) == len(bounds) - 1:  # one value per match: the common case
+        return [[v] for v in values]
+    b = bounds.tolist()
+    return [values[lo:hi] for lo, hi in zip(b[:-1], b[1:], strict=True)]
 
 
 def _rows_of(known_pos: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

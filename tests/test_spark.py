@@ -1,0 +1,379 @@
+"""pycel.spark: batch and streaming detection on Spark DataFrames, checked against the
+in-process engine (``query.run`` on the same events in the same order).
+
+The tests marked ``spark`` share one local Spark session (``local[2]``, two shuffle
+partitions, no UI); ``pytest -m "not spark"`` leaves them out. The others check, without
+Spark, what the integration relies on: ``import pycel`` stays free of pyspark, and an
+engine stream fed one key's events with their global positions finds exactly the
+matches of the whole stream.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pycel
+from examples.stock_data import Buy, Sell, Stock, stock_events, write_parquet_parts
+from pycel import DataError
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+import pycel.spark  # noqa: E402
+from pycel.spark._runner import KeyState, RunnerSpec, advance, run_group  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+
+MatchKey = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def row_key(row: Any) -> MatchKey:
+    """A Spark match row as :meth:`pycel.Match.key` (variables without positions dropped)."""
+    val = tuple(sorted((v, tuple(p)) for v, p in row["positions"].asDict().items() if p))
+    return (row["match_start"], row["match_end"], val)
+
+
+def expected(pattern: Any, events: pd.DataFrame) -> set[MatchKey]:
+    """The in-process engine's matches on ``events`` (already in stream order)."""
+    return pycel.compile(pattern).run(events.drop(columns=["id"]).reset_index(drop=True)).keys()
+
+
+# -- without Spark ---------------------------------------------------------------------------
+def test_import_pycel_does_not_import_pyspark() -> None:
+    code = "import sys, pycel; print('pyspark' in sys.modules or any(m.startswith('pyspark.') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+SUBSTREAM_PATTERNS = {
+    "count window": (s.where(s.volume > 500) >> b).within(events=12).partition_by(Stock.name),
+    "time window": (s >> pycel.plus(b.where(b.volume > 700))).within(2, on=Stock.time).partition_by(Stock.name),
+    "no window": (s.where(s.volume > 900) >> b.where(b.volume > 900)).partition_by(Stock.name),
+    "limit and select": (s >> pycel.plus(b)).within(events=10).limit(2).select("b").partition_by(Stock.name),
+}
+
+
+@pytest.mark.parametrize("name", list(SUBSTREAM_PATTERNS))
+def test_substreams_with_global_positions_equal_the_whole_stream(name: str) -> None:
+    """Each key's events pushed (in chunks, snapshot and restore between them) with their
+    global positions: the union of the matches is the whole stream's, count windows included."""
+    pattern = SUBSTREAM_PATTERNS[name]
+    events = stock_events(1500, names=4, seed=3)
+    query = pycel.compile(pattern)
+    got: set[MatchKey] = set()
+    for _, group in events.groupby("name"):
+        stream = query.stream()
+        positions = group["id"].to_numpy()
+        for lo in range(0, len(group), 97):
+            chunk = group.iloc[lo : lo + 97].drop(columns=["id"])
+            got |= stream.push(chunk, positions=positions[lo : lo + 97]).keys()
+            stream = pycel.Stream.restore(stream.snapshot())
+    assert got == expected(pattern, events)
+
+
+def test_substream_positions_must_increase() -> None:
+    stream = pycel.compile(s >> b).stream()
+    frame = stock_events(4, seed=1).drop(columns=["id"])
+    with pytest.raises(DataError, match="positions must increase"):
+        stream.push(frame, positions=[0, 5, 5, 7])
+    stream.push(frame.iloc[:2], positions=[3, 8])
+    with pytest.raises(DataError, match="positions must increase"):
+        stream.push(frame.iloc[2:], positions=[8, 9])
+    with pytest.raises(DataError, match=r"positions=\) is required"):
+        stream.push(frame.iloc[2:])
+
+
+def runner_spec(pattern: Any, **kw: Any) -> RunnerSpec:
+    query = pycel.compile(pattern)
+    fields: dict[str, Any] = dict(
+        query=query,
+        type_column="event_type",
+        attributes=("name", "price", "volume", "time"),
+        position_column="id",
+        key_columns=("name",),
+        id_column=None,
+        event_columns=(),
+        variables=query.variables,
+        chunk_rows=50,
+    )
+    fields.update(kw)
+    return RunnerSpec(**fields)
+
+
+def test_key_state_carries_matches_and_ids_across_micro_batches() -> None:
+    """The streaming step on its own: a key's events in three batches, state through bytes."""
+    pattern = (s >> b).within(3, on=Stock.time).partition_by(Stock.name)
+    events = stock_events(600, names=3, seed=5)
+    events["ref"] = "r" + events["id"].astype(str)
+    spec = runner_spec(pattern, id_column="ref")
+    rows = []
+    for _, group in events.groupby("name"):
+        blob = KeyState(spec.query.stream()).dumps()
+        for lo in range(0, len(group), len(group) // 3 + 1):
+            part = group.iloc[lo : lo + len(group) // 3 + 1].sample(frac=1, random_state=1)
+            state = KeyState.loads(blob)
+            rows.append(advance(spec, state, part, late="error"))
+            blob = state.dumps()
+    out = pd.concat(rows, ignore_index=True)
+    got = {
+        (int(r.match_start), int(r.match_end), (("b", tuple(r.positions["b"])), ("s", tuple(r.positions["s"]))))
+        for r in out.itertuples()
+    }
+    assert got == expected(pattern, events.drop(columns=["ref"]))
+    for r in out.itertuples():
+        assert r.ids["s"] == [f"r{p}" for p in r.positions["s"]]
+        assert r.ids["b"] == [f"r{p}" for p in r.positions["b"]]
+
+
+def test_key_state_rejects_or_drops_late_events() -> None:
+    spec = runner_spec((s >> b).partition_by(Stock.name))
+    events = stock_events(40, names=1, seed=2)
+    state = KeyState(spec.query.stream())
+    advance(spec, state, events.iloc[20:], late="error")
+    with pytest.raises(DataError, match="late event at position 5"):
+        advance(spec, state, events.iloc[5:10], late="error")
+    assert len(advance(spec, state, events.iloc[5:10], late="drop")) == 0
+
+
+def test_run_group_checks_positions() -> None:
+    spec = runner_spec((s >> b).partition_by(Stock.name))
+    events = stock_events(10, names=1, seed=2)
+    events.loc[3, "id"] = 2
+    with pytest.raises(DataError, match="position 2 occurs twice"):
+        run_group(spec, events)
+
+
+# -- with Spark ------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pycel-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def ticks() -> pd.DataFrame:
+    """2000 ticks of 5 stocks in stream order (``id`` = position)."""
+    return stock_events(2000, names=5, seed=11)
+
+
+@pytest.fixture(scope="module")
+def ticks_df(spark: SparkSession, ticks: pd.DataFrame) -> Any:
+    """The ticks as a Spark DataFrame whose rows are *not* in stream order."""
+    return spark.createDataFrame(ticks.sample(frac=1, random_state=7)).cache()
+
+
+BATCH_PATTERNS = {
+    # count windows under partition_by are measured in global positions
+    "partitioned, count window": (s.where(s.volume > 600) >> b.where(b.volume > 600))
+    .within(events=40)
+    .partition_by(Stock.name),
+    "partitioned, time window, iteration": (s.where(s.volume > 900) >> pycel.plus(b.where(b.volume > 950)))
+    .within(4, on=Stock.time)
+    .partition_by(Stock.name),
+    "unpartitioned": (
+        s.where((s.name == "INTC") & (s.volume > 700)) >> b.where((b.name == "RIMM") & (b.volume > 700))
+    ).within(events=30),
+    "limit, select": (s >> pycel.plus(b)).within(events=8).limit(2).select("b").partition_by(Stock.name),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(BATCH_PATTERNS))
+def test_batch_detect_equals_query_run(name: str, ticks: pd.DataFrame, ticks_df: Any) -> None:
+    pattern = BATCH_PATTERNS[name]
+    rows = pycel.spark.detect(ticks_df, pattern, order_by="time", id_column="id").collect()
+    want = expected(pattern, ticks)
+    assert len(want) > 0
+    assert len(rows) == len(want)  # no duplicates
+    assert {row_key(r) for r in rows} == want
+    keys = list(pycel.compile(pattern).partition)
+    for r in rows:
+        ids = [i for v in r["ids"].asDict().values() for i in v]
+        assert sorted(ids) == sorted(p for v in r["positions"].asDict().values() for p in v)
+        assert all(r[k] is not None for k in keys)
+
+
+@pytest.mark.spark
+def test_batch_detect_ceql_and_events(spark: SparkSession, ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """A CEQL query text, with the matched events' columns in the output."""
+    declaration = """CREATE STREAM Stock {
+        EVENT Buy { name: string, price: double, volume: int, time: int },
+        EVENT Sell { name: string, price: double, volume: int, time: int } }"""
+    query = """SELECT * FROM Stock WHERE Sell AS s ; Buy AS b
+        FILTER s[volume > 900] AND b[volume > 900]
+        PARTITION BY [name] WITHIN 20 [time]"""
+    out = pycel.spark.detect(ticks_df, query, types=declaration, id_column="id", include_events=True)
+    rows = out.collect()
+    from pycel import ceql
+
+    pattern = ceql.parse_query(query, ceql.parse_declaration(declaration))
+    assert {row_key(r) for r in rows} == expected(pattern, ticks)
+    by_id = ticks.set_index("id")
+    for r in rows[:50]:
+        (event,) = r["events"]["s"]
+        (pos,) = r["positions"]["s"]
+        assert event["id"] == pos and event["event_type"] == "Sell"
+        assert event["price"] == by_id.loc[pos, "price"] and event["name"] == r["name"]
+
+
+@pytest.mark.spark
+def test_matcher_with_own_groupby(ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """with_positions + matcher in a user's groupBy: grouping coarser than the pattern's
+    partition (two stocks per group) gives the same matches."""
+    pattern = BATCH_PATTERNS["partitioned, count window"]
+    events = pycel.spark.with_positions(ticks_df, ["time", "id"], "pos")
+    m = pycel.spark.matcher(pattern, events.schema, position_column="pos")
+    from pyspark.sql import functions as F
+
+    grouped = events.withColumn("bucket", F.crc32("name") % 2).groupBy("bucket")
+    rows = grouped.applyInPandas(m, m.schema).collect()
+    assert {row_key(r) for r in rows} == expected(pattern, ticks)
+
+
+@pytest.mark.spark
+def test_timestamps_and_null_keys(spark: SparkSession) -> None:
+    """A timestamp-typed time window; events with a null key are in no partition but keep
+    their positions."""
+
+    class Reading(pycel.Event):
+        sensor: pycel.Field[str]
+        value: pycel.Field[float]
+        at: pycel.Field[pycel.Timestamp]
+
+    class High(Reading): ...
+
+    class Low(Reading): ...
+
+    rng = np.random.default_rng(4)
+    n = 600
+    frame = pd.DataFrame(
+        {
+            "event_type": rng.choice(["High", "Low"], n),
+            "sensor": rng.choice(["a", "b", "c", None], n),
+            "value": rng.normal(size=n),
+            "at": pd.Timestamp(datetime(2024, 3, 31, 0, 59, tzinfo=UTC)).tz_localize(None)
+            + pd.to_timedelta(np.arange(n) * 2, unit="s"),
+        }
+    )
+    hi, lo = pycel.alias(High, "hi"), pycel.alias(Low, "lo")
+    pattern = (hi.where(hi.value > 1) >> lo.where(lo.value < -1)).within(seconds=60, on=Reading.at)
+    pattern = pattern.partition_by(Reading.sensor)
+    df = spark.createDataFrame(frame.sample(frac=1, random_state=3))
+    rows = pycel.spark.detect(df, pattern, order_by="at").collect()
+    want = pycel.compile(pattern).run(frame).keys()
+    assert len(want) > 0 and {row_key(r) for r in rows} == want
+
+
+@pytest.mark.spark
+def test_bad_input_is_reported(spark: SparkSession, ticks: pd.DataFrame, ticks_df: Any) -> None:
+    pattern = BATCH_PATTERNS["partitioned, count window"]
+    with pytest.raises(DataError, match="no column 'volume'"):
+        pycel.spark.detect(ticks_df.drop("volume"), pattern, order_by="id")
+    with pytest.raises(DataError, match="'volume' is declared int but the column is string"):
+        pycel.spark.detect(ticks_df.withColumn("volume", ticks_df.volume.cast("string")), pattern, order_by="id")
+    with pytest.raises(DataError, match="needs the order of the stream"):
+        pycel.spark.detect(ticks_df, pattern)
+    with pytest.raises(DataError, match="no order_by column 'when'"):
+        pycel.spark.detect(ticks_df, pattern, order_by="when")
+    with pytest.raises(DataError, match="event type column must be a string"):
+        pycel.spark.detect(ticks_df.withColumn("event_type", ticks_df.volume), pattern, order_by="id")
+    # Time going backwards within a key fails the job with the engine's message, the key
+    # and the position.
+    broken = ticks.copy()
+    broken.loc[broken.index[-1], "time"] = 0
+    timed = BATCH_PATTERNS["partitioned, time window, iteration"]
+    with pytest.raises(Exception, match="time goes backwards") as err:
+        pycel.spark.detect(spark.createDataFrame(broken), timed, order_by="id").collect()
+    assert f"position {len(broken) - 1}" in str(err.value)
+
+
+@pytest.mark.spark
+def test_streaming_needs_positions(spark: SparkSession, tmp_path: Path, ticks: pd.DataFrame) -> None:
+    write_parquet_parts(ticks, tmp_path, 1)
+    stream = spark.readStream.schema(spark.read.parquet(str(tmp_path)).schema).parquet(str(tmp_path))
+    with pytest.raises(DataError, match="needs position_column="):
+        pycel.spark.detect(stream, BATCH_PATTERNS["unpartitioned"])
+
+
+STREAM_PATTERN = (s.where(s.volume > 800) >> pycel.plus(b.where(b.volume > 900))).within(5, on=Stock.time)
+
+
+def run_stream(spark: SparkSession, base: Path, api: str) -> set[MatchKey]:
+    """Run the streaming query over the files in ``base/in`` (one file per micro-batch)
+    until they are all processed, continuing from ``base/checkpoint``; all output so far."""
+    source = base / "in"
+    schema = spark.read.parquet(str(source)).schema
+    events = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
+    matches = pycel.spark.detect(
+        events,
+        STREAM_PATTERN.partition_by(Stock.name),
+        position_column="id",
+        id_column="ref",
+        watermark="30 seconds",
+        stateful_api=api,  # type: ignore[arg-type]
+    )
+    query = (
+        matches.writeStream.format("parquet")
+        .option("path", str(base / "out"))
+        .option("checkpointLocation", str(base / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    rows = spark.read.parquet(str(base / "out")).collect()
+    for r in rows:  # ids of events from earlier micro-batches come from the state
+        assert r["ids"]["s"] == [f"r{p}" for p in r["positions"]["s"]]
+        assert r["ids"]["b"] == [f"r{p}" for p in r["positions"]["b"]]
+    keys = [row_key(r) for r in rows]
+    assert len(keys) == len(set(keys))  # exactly once, also across the restart
+    return set(keys)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("api", ["applyInPandasWithState", "transformWithState"])
+def test_streaming_equals_batch_and_survives_restart(spark: SparkSession, tmp_path: Path, api: str) -> None:
+    """Micro-batches over files, the query stopped and restarted from its checkpoint
+    halfway: the matches equal the batch run over all the events."""
+    if api == "transformWithState" and importlib.util.find_spec("google.protobuf") is None:
+        pytest.skip("transformWithStateInPandas needs protobuf")
+    ticks = stock_events(1600, names=4, seed=21)
+    ticks["ref"] = "r" + ticks["id"].astype(str)
+    parts = np.array_split(np.arange(len(ticks)), 4)
+    write_parquet_parts(ticks.iloc[: parts[1][-1] + 1], tmp_path / "in", 2)
+    first = run_stream(spark, tmp_path, api)
+    for k in (2, 3):
+        ticks.iloc[parts[k]].to_parquet(tmp_path / "in" / f"part-{k:05d}.parquet", index=False)
+    got = run_stream(spark, tmp_path, api)
+    want = expected(STREAM_PATTERN.partition_by(Stock.name), ticks.drop(columns=["ref"]))
+    assert first < got
+    assert got == want
+    batch = pycel.spark.detect(
+        spark.createDataFrame(ticks), STREAM_PATTERN.partition_by(Stock.name), position_column="id"
+    )
+    assert {row_key(r) for r in batch.collect()} == want
