@@ -1,0 +1,566 @@
+"""CEQL queries → pycel pattern AST (a hand-written recursive-descent parser).
+
+The grammar, its mapping to :mod:`pycel.dsl` nodes and the differences from CORE are in
+``docs/ceql.md``. Operator precedence follows CORE's grammar, tightest first:
+``T AS x`` / ``AS`` / ``+`` / ``:+``, then ``;``, then ``:``, then ``AND`` (pycel), then ``OR``,
+then ``FILTER`` (so ``A ; B FILTER …`` filters the whole sequence).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from ..dsl import (
+    STRATEGIES,
+    And,
+    As,
+    Atom,
+    Consume,
+    Filter,
+    Limit,
+    NotAtom,
+    Or,
+    PartitionBy,
+    Pattern,
+    Plus,
+    Select,
+    Seq,
+    Strategy_,
+    Within,
+)
+from ..errors import CeqlSyntaxError, PatternError, UnsupportedError
+from ..events import Event, event_name
+from ..expr import BoolOp, Expr
+from ._declaration import Declaration
+from ._lexer import Cursor, Token
+from ._predicate import PredicateParser, Scope, located
+
+TypesLike = Mapping[str, type[Event]] | Iterable[type[Event]]
+
+
+class CeqlWarning(UserWarning):
+    """A CEQL query uses something pycel accepts but ignores."""
+
+
+#: ``p FILTER (a OR b) AND (c OR d) …`` becomes a union of filtered copies of p; at most this many.
+MAX_FILTER_COPIES = 256
+
+_UNIT_SECONDS = {"HOURS": 3600, "MINUTES": 60, "SECONDS": 1}
+#: CEL binary operators: token → (precedence, builder). FILTER has precedence 1.
+_FILTER_PREC = 1
+_BINARY: dict[str, tuple[int, Callable[[Pattern, Pattern], Pattern]]] = {
+    ";": (5, lambda a, b: Seq(a, b, False)),
+    ":": (4, lambda a, b: Seq(a, b, True)),
+    "AND": (3, And),
+    "OR": (2, Or),
+}
+
+
+def parse_query(text: str, types: TypesLike, *, time_attribute: str | None = None) -> Pattern:
+    """Parse one CEQL query into the pattern AST the Python DSL builds.
+
+    ``types`` maps event names to :class:`pycel.Event` subclasses: a
+    :class:`~pycel.ceql.Declaration`, any mapping, or an iterable of classes (named by
+    :func:`pycel.events.event_name`). ``time_attribute`` is the attribute that
+    ``WITHIN 1 hours 2 minutes 3 seconds`` measures; by default the declaration's
+    ``primary_time`` attribute, else the only timestamp attribute of ``types``.
+
+    Raises :class:`pycel.CeqlSyntaxError` (1-based line and column) on malformed text,
+    :class:`pycel.PatternError` on unknown event types, variables or attributes, and
+    :class:`pycel.UnsupportedError` on CORE features pycel lacks.
+
+    Example::
+
+        decl = parse_declaration("CREATE STREAM S { EVENT SELL { name: string, price: double } }")
+        p = parse_query("SELECT * FROM S WHERE SELL AS s FILTER s[price > 10] WITHIN 5 EVENTS", decl)
+        # Within(Filter(Atom(SELL, 's'), s.price > 10), 5.0, 'events', None)
+    """
+    if isinstance(types, Mapping):
+        named = dict(types)
+    else:
+        named = {event_name(cls): cls for cls in types}
+    for name, cls in named.items():
+        if not (isinstance(cls, type) and issubclass(cls, Event)):
+            raise PatternError(f"types[{name!r}] is {cls!r}, not a pycel.Event subclass")
+    return _QueryParser(
+        text, named, types if isinstance(types, Declaration) else None, time_attribute
+    ).query()
+
+
+def bound_variables(node: Pattern) -> Scope:
+    """Each variable ``node`` binds, with the event types it may hold (None: any type, from
+    a negated atom), in the order they first appear in the pattern."""
+    if isinstance(node, Atom):
+        return {node.var: [node.event]}
+    if isinstance(node, NotAtom):
+        return {node.var: [None]}
+    out: Scope = {}
+    for child in node.children():
+        for var, kinds in bound_variables(child).items():
+            known = out.setdefault(var, [])
+            known.extend(k for k in kinds if k not in known)
+    if isinstance(node, As):
+        every: list[type[Event] | None] = []
+        for kinds in out.values():
+            every.extend(k for k in kinds if k not in every)
+        out[node.var] = every
+    return out
+
+
+def renamed_atoms(node: Pattern, cls: type[Event], name: str) -> bool:
+    """Whether ``node`` has an atom of event type ``cls`` renamed (``T AS x``, x ≠ ``name``)."""
+    if isinstance(node, Atom):
+        return node.event is cls and node.var != name
+    return any(renamed_atoms(c, cls, name) for c in node.children())
+
+
+def type_name_conflict(node: Pattern, var: str, types: Mapping[str, type[Event]]) -> str | None:
+    """Why reading variable ``var`` (an event type name) over ``node`` means something else
+    in CORE, where ``T AS x`` binds both T and x; None when it means the same."""
+    cls = types.get(var)
+    if cls is None or not renamed_atoms(node, cls, var):
+        return None
+    if var in bound_variables(node):
+        return (
+            f"in CORE, {var!r} would also mean the occurrences of {var} renamed with AS, but "
+            f"pycel binds {var!r} only to the bare {var} atoms; name the occurrences with AS "
+            "and use those names"
+        )
+    return (
+        f"{var!r} is an event type that is renamed with AS here; in pycel `{var} AS x` binds "
+        f"only x (CORE also binds {var}); use the AS names"
+    )
+
+
+@attrs.define
+class _FilterTree:
+    """A parsed FILTER clause: an atom ``x[P]`` (``pred``) or ``left AND/OR right``."""
+
+    op: str  # "atom", "and", "or"
+    pred: Expr[bool] | None = None
+    left: _FilterTree | None = None
+    right: _FilterTree | None = None
+
+    def conjunction(self) -> Expr[bool] | None:
+        """The tree as one predicate when it has no OR (CORE: AND is nested FILTERs)."""
+        if self.op == "atom":
+            return self.pred
+        if self.op == "or":
+            return None
+        assert self.left is not None and self.right is not None
+        left, right = self.left.conjunction(), self.right.conjunction()
+        if left is None or right is None:
+            return None
+        result: Expr[bool] = BoolOp.build("and", left, right)
+        return result
+
+    def predicate(self) -> Expr[bool]:
+        """The tree as one predicate (valid for one event, where OR of filters is OR)."""
+        if self.op == "atom":
+            assert self.pred is not None
+            return self.pred
+        assert self.left is not None and self.right is not None
+        result: Expr[bool] = BoolOp.build(self.op, self.left.predicate(), self.right.predicate())
+        return result
+
+    def copies(self) -> int:
+        """How many copies of the filtered pattern :meth:`apply` makes."""
+        if self.op == "atom" or self.conjunction() is not None:
+            return 1
+        assert self.left is not None and self.right is not None
+        if self.op == "and":
+            return self.left.copies() * self.right.copies()
+        return self.left.copies() + self.right.copies()
+
+    def apply(self, node: Pattern) -> Pattern:
+        """``node FILTER tree`` with CORE's meaning: ``p FILTER a AND b`` is
+        ``(p FILTER a) FILTER b`` and ``p FILTER a OR b`` is ``(p FILTER a) OR (p FILTER b)``."""
+        if self.copies() > MAX_FILTER_COPIES:
+            raise UnsupportedError(
+                f"this FILTER has {self.copies()} alternatives (ORs of filters inside ANDs multiply); "
+                f"pycel expands them into copies of the pattern and stops at {MAX_FILTER_COPIES}: "
+                "move the ORs inside one variable's brackets, x[a OR b], where possible"
+            )
+        pred = self.conjunction()
+        if pred is not None:
+            return Filter(node, pred)
+        assert self.left is not None and self.right is not None
+        if self.op == "and":
+            return self.right.apply(self.left.apply(node))
+        return Or(self.left.apply(node), self.right.apply(node))
+
+
+class _QueryParser:
+    def __init__(
+        self,
+        text: str,
+        types: dict[str, type[Event]],
+        declaration: Declaration | None,
+        time_attribute: str | None,
+    ) -> None:
+        self.cur = Cursor(text)
+        self.types = types
+        self.declaration = declaration
+        self.time_attribute = time_attribute
+        self.allowed: set[str] | None = None  # event names of the FROM streams
+
+    # -- query -----------------------------------------------------------------------------
+    def query(self) -> Pattern:
+        cur = self.cur
+        cur.expect_keyword("SELECT")
+        strategy: str | None = None
+        tok = cur.peek()
+        if tok.kind == "keyword" and tok.value.lower() in STRATEGIES:
+            strategy = cur.next().value.lower()
+        select = self.select_list()
+        if cur.accept_keyword("FROM"):
+            self.from_list()
+        cur.expect_keyword("WHERE", "FROM or WHERE")
+        body = self.cel()
+        clauses = ["PARTITION BY", "WITHIN", "CONSUME BY", "LIMIT"]
+        node = body
+        partition: tuple[str, ...] = ()
+        if cur.accept_keyword("PARTITION"):
+            cur.expect_keyword("BY")
+            partition = self.partition_list()
+            clauses = clauses[1:]
+        if cur.accept_keyword("WITHIN"):
+            node = self.window(node)
+            clauses = clauses[clauses.index("WITHIN") + 1 :]
+        if partition:
+            node = PartitionBy(node, partition)
+        if select is not None:
+            node = Select(node, self.checked_selection(body, select))
+        if strategy is not None:
+            node = Strategy_(node, strategy)
+        if cur.accept_keyword("CONSUME"):
+            cur.expect_keyword("BY")
+            policy = cur.accept_keyword("NONE", "ANY", "PARTITION")
+            if policy is None:
+                raise cur.error("expected NONE, ANY or PARTITION")
+            node = Consume(node, policy.value.lower())
+            clauses = ["LIMIT"]
+        if cur.accept_keyword("LIMIT"):
+            tok = cur.peek()
+            if tok.kind != "number" or not isinstance(tok.value, int) or tok.value < 1:
+                raise cur.error("expected a positive integer")
+            node = Limit(node, cur.next().value)
+            clauses = []
+        if cur.at_op(";") and cur.peek(1).kind == "eof":
+            cur.next()
+        if cur.peek().kind != "eof":
+            raise cur.error("expected " + ", ".join(clauses + ["the end of the query"]))
+        return node
+
+    def checked_selection(self, body: Pattern, select: list[tuple[str, Token]]) -> tuple[str, ...]:
+        bound = bound_variables(body)
+        for var, var_tok in select:
+            conflict = type_name_conflict(body, var, self.types)
+            if conflict is not None:
+                raise PatternError(located(f"SELECT {var}: {conflict}", var_tok))
+            if var not in bound:
+                raise PatternError(
+                    located(f"SELECT names {var!r}, which the pattern does not bind", var_tok)
+                    + f"; it binds {sorted(bound)}"
+                )
+        return tuple(var for var, _ in select)
+
+    def select_list(self) -> list[tuple[str, Token]] | None:
+        cur = self.cur
+        if cur.accept_op("*"):
+            return None
+        if cur.accept_keyword("NONE"):
+            return []
+        names: list[tuple[str, Token]] = []
+        while True:
+            tok = cur.expect_ident("'*', NONE or a variable name")
+            if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
+                cur.next()
+                tok = cur.next()
+            if cur.accept_op("["):  # attribute projection: CORE 0.1.6 parses and ignores it
+                while True:
+                    cur.expect_ident("an attribute name")
+                    if not cur.accept_op(","):
+                        break
+                cur.expect_op("]", "',' or ']'")
+                warnings.warn(
+                    located(f"SELECT {tok.value}[…]: attribute projection is ignored (as by CORE)", tok),
+                    CeqlWarning,
+                    stacklevel=4,
+                )
+            names.append((tok.value, tok))
+            if not cur.accept_op(","):
+                return names
+
+    def from_list(self) -> None:
+        cur = self.cur
+        allowed: set[str] = set()
+        while True:
+            tok = cur.expect_ident("a stream name")
+            if self.declaration is not None:
+                if tok.value not in self.declaration.streams:
+                    raise PatternError(
+                        located(f"unknown stream {tok.value!r}", tok)
+                        + f"; declared streams: {sorted(self.declaration.streams)}"
+                    )
+                allowed.update(self.declaration.streams[tok.value])
+            if not cur.accept_op(","):
+                break
+        if self.declaration is not None:
+            self.allowed = allowed
+
+    def partition_list(self) -> tuple[str, ...]:
+        cur = self.cur
+        keys: list[str] = []
+        while True:
+            cur.expect_op("[", "'[' (PARTITION BY [attribute, …])")
+            while True:
+                tok = cur.expect_ident("an attribute name")
+                if not any(tok.value in cls.__fields__ for cls in self.types.values()):
+                    raise PatternError(
+                        located(f"PARTITION BY: no event type has attribute {tok.value!r}", tok)
+                    )
+                keys.append(tok.value)
+                if not cur.accept_op(","):
+                    break
+            cur.expect_op("]", "',' or ']'")
+            if not cur.accept_op(","):
+                return tuple(keys)
+
+    def window(self, node: Pattern) -> Pattern:
+        cur = self.cur
+        tok = cur.peek()
+        if tok.kind != "number":
+            raise cur.error("expected a window size (n EVENTS, n [attribute], or n HOURS/MINUTES/SECONDS)")
+        if cur.at_keyword("EVENTS", k=1):
+            cur.next()
+            cur.next()
+            if not isinstance(tok.value, int):
+                raise CeqlSyntaxError(
+                    "a count window needs a whole number of events", cur.text, tok.line, tok.column
+                )
+            return Within(node, float(tok.value), "events", None)
+        if cur.at_op("[", k=1):
+            cur.next()
+            cur.next()
+            attr = self.time_attr(cur.expect_ident("an attribute name"), seconds=False)
+            cur.expect_op("]")
+            return Within(node, float(tok.value), "units", attr)
+        seconds = 0.0
+        units: set[str] = set()
+        while cur.peek().kind == "number":
+            number = cur.next()
+            unit = cur.accept_keyword(*_UNIT_SECONDS)
+            if unit is None:
+                raise cur.error(
+                    "expected HOURS, MINUTES or SECONDS"
+                    if units
+                    else "expected EVENTS, [attribute], HOURS, MINUTES or SECONDS"
+                )
+            if unit.value in units:
+                raise cur.error(f"{unit.value} given twice", unit)
+            units.add(unit.value)
+            seconds += number.value * _UNIT_SECONDS[unit.value]
+        if cur.accept_op("["):
+            attr_tok = cur.expect_ident("an attribute name")
+            attr = self.time_attr(attr_tok, seconds=True)
+            cur.expect_op("]")
+        else:
+            attr = self.default_time_attr(tok)
+        return Within(node, float(seconds), "seconds", attr)
+
+    def time_attr(self, tok: Token, *, seconds: bool) -> str:
+        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
+        if not dtypes:
+            raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
+        allowed = ("int", "float", "time") if seconds else ("int", "float")
+        bad = sorted(dtypes - set(allowed))
+        if bad:
+            hint = "; give a timestamp window in HOURS/MINUTES/SECONDS" if bad == ["time"] else ""
+            raise PatternError(
+                located(f"WITHIN: attribute {tok.value!r} is {bad[0]}, not a number{hint}", tok)
+            )
+        result: str = tok.value
+        return result
+
+    def default_time_attr(self, tok: Token) -> str:
+        name = self.time_attribute
+        if name is None and self.declaration is not None:
+            name = self.declaration.time_attribute
+        if name is None:
+            stamps = {a for cls in self.types.values() for a, d in cls.__fields__.items() if d == "time"}
+            if len(stamps) == 1:
+                name = next(iter(stamps))
+        if name is None:
+            raise PatternError(
+                located(
+                    "WITHIN in HOURS/MINUTES/SECONDS needs the time attribute: write "
+                    "WITHIN … SECONDS [attribute], pass parse_query(..., time_attribute=...), or "
+                    "declare one attribute primary_time (CORE uses arrival time, which pycel "
+                    "does not have)",
+                    tok,
+                )
+            )
+        if not any(name in cls.__fields__ for cls in self.types.values()):
+            raise PatternError(
+                located(f"WITHIN: time attribute {name!r} is not an attribute of any event type", tok)
+            )
+        return name
+
+    # -- CEL formulas ----------------------------------------------------------------------
+    def cel(self, min_prec: int = _FILTER_PREC) -> Pattern:
+        cur = self.cur
+        left = self.cel_postfix()
+        while True:
+            tok = cur.peek()
+            if tok.kind == "keyword" and tok.value == "FILTER":
+                if min_prec > _FILTER_PREC:
+                    break
+                cur.next()
+                left = self.filter_tree(left).apply(left)
+                continue
+            key = tok.value if tok.kind in ("op", "keyword") else None
+            if key not in _BINARY or _BINARY[key][0] < min_prec:
+                break
+            if key == ";" and cur.peek(1).kind == "eof":
+                break  # a trailing ';' ends the query
+            prec, build = _BINARY[key]
+            cur.next()
+            left = build(left, self.cel(prec + 1))
+        return left
+
+    def cel_postfix(self) -> Pattern:
+        cur = self.cur
+        node = self.cel_primary()
+        while True:
+            if cur.accept_keyword("AS"):
+                node = As(node, self.variable())
+            elif cur.accept_op("+"):
+                node = Plus(node, False)
+            elif cur.accept_op(":+"):
+                node = Plus(node, True)
+            else:
+                return node
+
+    def variable(self) -> str:
+        tok = self.cur.expect_ident("a variable name")
+        if not tok.value.isidentifier():
+            raise PatternError(located(f"variable name {tok.value!r} must be an identifier", tok))
+        result: str = tok.value
+        return result
+
+    def cel_primary(self) -> Pattern:
+        cur = self.cur
+        if cur.accept_op("("):
+            node = self.cel()
+            cur.expect_op(")", "')' or an operator (; : OR AND + AS FILTER)")
+            return node
+        if cur.at_keyword("NOT"):
+            return self.negated_atom()
+        if cur.peek().kind == "ident":
+            cls, name = self.event_type()
+            var = self.variable() if cur.accept_keyword("AS") else name
+            return Atom(cls, var)
+        raise cur.error("expected an event type, '(' or NOT(…)")
+
+    def event_type(self) -> tuple[type[Event], str]:
+        """An event type reference, ``T`` or ``stream>T``: the class and the name written."""
+        cur = self.cur
+        tok = cur.next()
+        if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
+            cur.next()
+            event_tok = cur.next()
+            if self.declaration is not None:
+                members = self.declaration.streams.get(tok.value)
+                if members is None:
+                    raise PatternError(located(f"unknown stream {tok.value!r}", tok))
+                if event_tok.value not in members:
+                    raise PatternError(
+                        located(f"stream {tok.value!r} has no event type {event_tok.value!r}", event_tok)
+                    )
+            tok = event_tok
+        cls = self.types.get(tok.value)
+        if cls is None:
+            raise PatternError(
+                located(f"unknown event type {tok.value!r}", tok)
+                + f"; known event types: {sorted(self.types)}"
+            )
+        if self.allowed is not None and tok.value not in self.allowed:
+            raise PatternError(located(f"event type {tok.value!r} is not in the FROM streams", tok))
+        return cls, tok.value
+
+    def negated_atom(self) -> Pattern:
+        """``NOT(T [FILTER …])`` [``AS x``]: one event that is not such a T."""
+        cur = self.cur
+        cur.expect_keyword("NOT")
+        cur.expect_op("(", "'(' after NOT")
+        cls, name = self.event_type()
+        predicate: Expr[bool] | None = None
+        while cur.accept_keyword("FILTER"):
+            tree = self.filter_tree(Atom(cls, name), negated=True)
+            pred = tree.predicate()
+            predicate = pred if predicate is None else BoolOp.build("and", predicate, pred)
+        cur.expect_op(")", "')' or FILTER (NOT takes one event type, optionally filtered)")
+        var = self.variable() if cur.accept_keyword("AS") else f"not_{name}"
+        if predicate is not None and var != name:
+            predicate = predicate._map(lambda a: attrs.evolve(a, var=var) if a.var == name else a)
+        return NotAtom(cls, var, predicate)
+
+    # -- FILTER clauses --------------------------------------------------------------------
+    def filter_tree(self, node: Pattern, *, negated: bool = False) -> _FilterTree:
+        left = self.filter_and(node, negated)
+        while self.cur.at_keyword("OR") and self._filter_atom_ahead(1):
+            self.cur.next()
+            left = _FilterTree("or", left=left, right=self.filter_and(node, negated))
+        return left
+
+    def filter_and(self, node: Pattern, negated: bool) -> _FilterTree:
+        left = self.filter_primary(node, negated)
+        while self.cur.at_keyword("AND") and self._filter_atom_ahead(1):
+            self.cur.next()
+            left = _FilterTree("and", left=left, right=self.filter_primary(node, negated))
+        return left
+
+    def _filter_atom_ahead(self, k: int) -> bool:
+        """Whether the tokens from ``k`` on start a filter (``(``* name [``>`` name] ``[``),
+        as opposed to a CEL formula after a CEL-level AND/OR."""
+        cur = self.cur
+        while cur.at_op("(", k=k):
+            k += 1
+        if cur.peek(k).kind != "ident":
+            return False
+        if cur.at_op(">", k=k + 1) and cur.peek(k + 2).kind == "ident":
+            k += 2
+        return cur.at_op("[", k=k + 1)
+
+    def filter_primary(self, node: Pattern, negated: bool) -> _FilterTree:
+        cur = self.cur
+        if cur.accept_op("("):
+            tree = self.filter_tree(node, negated=negated)
+            cur.expect_op(")", "')', AND or OR")
+            return tree
+        tok = cur.expect_ident("a variable name (FILTER x[predicate])")
+        if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
+            cur.next()
+            tok = cur.next()
+        var: str = tok.value
+        scope = bound_variables(node)
+        if negated and var not in scope:
+            raise PatternError(
+                located(f"inside NOT(…), FILTER must name the negated event type {next(iter(scope))!r}", tok)
+            )
+        conflict = type_name_conflict(node, var, self.types)
+        if conflict is not None:
+            raise PatternError(located(f"FILTER {var}[…]: {conflict}", tok))
+        if var not in scope:
+            raise PatternError(
+                located(f"FILTER reads variable {var!r}, which {node!r} does not bind", tok)
+                + f"; it binds {sorted(scope)}"
+            )
+        cur.expect_op("[", "'[' (FILTER x[predicate])")
+        pred = PredicateParser(self.cur, self.types.values(), var, scope, negated).predicate()
+        cur.expect_op("]", "']' or an operator")
+        return _FilterTree("atom", pred=pred)
