@@ -671,6 +671,15 @@ def test_sql_like_prints_as_an_equivalent_regular_expression() -> None:
         assert bool(original.compiled().fullmatch(text)) == bool(back.predicate.compiled().fullmatch(text))
 
 
+def test_numbers_print_in_cores_syntax() -> None:
+    s = alias(SELL, "s")
+    for value, text in [(1e16, "1.0e16"), (2.5e-7, "2.5e-07"), (26.0, "26.0"), (-3.5, "-3.5"), (7, "7")]:
+        pattern = s.where(s.price > value)
+        printed = ceql.to_ceql(pattern)
+        assert printed.endswith(f"s[price > {text}]"), printed
+        assert q(printed) == pattern
+
+
 def test_types_may_be_a_mapping_or_classes() -> None:
     class Tick(Event):
         price: Field[float]

@@ -285,8 +285,8 @@ def _number(value: float) -> str:
         raise UnsupportedError(f"CEQL has no literal for {value!r}")
     text = repr(value)
     mantissa, e, exponent = text.partition("e")
-    if e and "." not in mantissa:
-        text = f"{mantissa}.0e{exponent}"
+    if e:  # CORE's lexer wants a '.' in the mantissa and no '+' in the exponent
+        text = f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent.lstrip('+')}"
     return text
 
 
