@@ -92,9 +92,20 @@ def _check_filter(node: Filter) -> None:
         )
 
 
+def named_variables(node: Pattern) -> set[str]:
+    """Variables the user named (aliases, ``as_``), not the implicit type-name ones."""
+    if isinstance(node, Atom):
+        return set() if node.var == event_name(node.event) else {node.var}
+    if isinstance(node, NotAtom):
+        return {node.var}
+    out = set().union(*(named_variables(c) for c in node.children()))
+    return out | {node.var} if isinstance(node, As) else out
+
+
 def _warn_unsafe(node: Pattern) -> None:
+    # seq(Buy, Buy) is normal; seq(Buy.as_("x"), Sell.as_("x")) is probably a slip.
     if isinstance(node, (Seq, And)):
-        shared = set(bound_variables(node.left)) & set(bound_variables(node.right))
+        shared = named_variables(node.left) & named_variables(node.right)
         if shared:
             warnings.warn(
                 f"variables {sorted(shared)} are bound on both sides of {node!r}; each "

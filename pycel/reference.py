@@ -21,7 +21,7 @@ from typing import Any
 from .checks import check, event_types
 from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from .errors import DataError
-from .expr import Expr, eval_scalar
+from .expr import Expr, conjuncts, eval_scalar
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .matches import Match, Matches
 from .query import QuerySpec, split_query
@@ -53,12 +53,16 @@ class _Stream:
 
 
 def _holds(pred: Expr[bool], v: Valuation, stream: _Stream) -> bool:
-    """``pred`` holds for every combination of events bound to the variables it reads."""
-    combos: list[dict[str | None, dict[str, Any]]] = [{}]
-    for var in pred.variables():
-        bound = [p for x, p in v if x == var]
-        combos = [{**c, var: stream.events[p][1]} for c in combos for p in bound]
-    return all(eval_scalar(pred, env) is True for env in combos)
+    """Each conjunct of ``pred`` holds for every combination of events bound to the
+    variables it reads (so ``s[P] AND b[Q]`` checks s and b separately, CEL's FILTER)."""
+    for part in conjuncts(pred):
+        combos: list[dict[str | None, dict[str, Any]]] = [{}]
+        for var in part.variables():
+            bound = [p for x, p in v if x == var]
+            combos = [{**c, var: stream.events[p][1]} for c in combos for p in bound]
+        if not all(eval_scalar(part, env) is True for env in combos):
+            return False
+    return True
 
 
 def _guard(result: set[Valuation]) -> set[Valuation]:

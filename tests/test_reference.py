@@ -113,10 +113,14 @@ def test_seq_of_three_with_repeated_type_needs_aliases() -> None:
 
 
 def test_repeated_variable_collects_both_positions_and_warns() -> None:
-    """``A ; A`` binds A on both sides: allowed (a PatternWarning), A gets both positions."""
+    """``A ; A`` binds A on both sides: normal (no warning), A gets both positions. Naming
+    the same variable twice (``A AS x ; A AS x``) is allowed too, with a PatternWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PatternWarning)
+        assert rows(seq(A, A), [A(), A()]) == [(0, 1, {"A": (0, 1)})]
     with pytest.warns(PatternWarning, match="bound on both sides"):
-        result = rows(seq(A, A), [A(), A()])
-    assert result == [(0, 1, {"A": (0, 1)})]
+        result = rows(seq(A.as_("x"), A.as_("x")), [A(), A()])
+    assert result == [(0, 1, {"x": (0, 1)})]
 
 
 # -- disjunction and conjunction ----------------------------------------------------------
