@@ -63,7 +63,8 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     for m in list(matches)[:5]:
         print(f"  match [{m.start}, {m.end}]: s={m['s']} b1={m['b1']} b2={m['b2']}")
-    print(f"{len(events):,} events, {len(matches):,} matches, {elapsed:.2f} s (first call includes Numba compilation)")
+    print(f"{len(events):,} events, {len(matches):,} matches, {elapsed:.2f} s")
+    print("(the first run in a fresh environment includes Numba's one-time compilation)")
 
 
 if __name__ == "__main__":

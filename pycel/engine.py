@@ -333,7 +333,9 @@ class _SubStreamEvents:
 def _take(m: Matches, keep: npt.NDArray[np.int64]) -> Matches:
     """The matches at indices ``keep``."""
     counts = np.diff(m.offsets)[keep]
-    idx = np.concatenate([np.arange(m.offsets[k], m.offsets[k + 1]) for k in keep]) if len(keep) else np.zeros(0, np.int64)
+    idx = np.zeros(0, np.int64)
+    if len(keep):
+        idx = np.concatenate([np.arange(m.offsets[k], m.offsets[k + 1]) for k in keep])
     return Matches(
         m.starts[keep],
         m.ends[keep],

@@ -39,10 +39,10 @@ def _encode_column(
     values = series.to_numpy()
     n = len(values)
     if values.dtype.kind == "O":  # mixed Python objects: check each present cell
-        for row in np.flatnonzero(present):
-            if not _scalar_ok(values[row], dtype):
-                v = values[row]
-                raise DataError(f"expected {dtype}, got {v!r} ({type(v).__name__})", row=int(row), column=column)
+        for cell in np.flatnonzero(present).tolist():
+            if not _scalar_ok(values[cell], dtype):
+                v = values[cell]
+                raise DataError(f"expected {dtype}, got {v!r} ({type(v).__name__})", row=cell, column=column)
         if dtype == "str":
             codes = np.full(n, -1, dtype=np.int32)
             inverse, uniq = pd.factorize(values[present])
@@ -57,7 +57,7 @@ def _encode_column(
     elif dtype == "str" and present.any():
         row = _first(present)
         raise DataError(f"expected str, got {values[row]!r}", row=row, column=column)
-    kind = values.dtype.kind
+    kind: str = values.dtype.kind
     if not present.any():
         kind = _KINDS[dtype][0]
     elif kind not in _KINDS[dtype]:
@@ -73,7 +73,8 @@ def _encode_column(
             row = _first(fractional)
             raise DataError(f"expected int, got {values[row]!r}", row=row, column=column)
     target = {"bool": np.bool_, "int": np.int64, "float": np.float64, "time": np.int64}[dtype]
-    out = np.where(present, np.nan_to_num(values) if kind == "f" else values, 0).astype(target)
+    out: np.ndarray[Any, Any] = np.where(present, np.nan_to_num(values) if kind == "f" else values, 0)
+    out = out.astype(target)
     return out, present
 
 
@@ -110,8 +111,9 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
         table[k] = trial.type_id(str(name), row=_first(codes == k), column=type_column)
     type_ids = table[codes] if len(codes) else np.zeros(0, dtype=np.int32)
     attributes = [str(c) for c in frame.columns if c != type_column]
+    declared_anywhere = {f for ts in all_event_types().values() for t in ts for f in t.__fields__}
     for c in attributes:
-        if c not in trial.fields and not any(c in t.__fields__ for ts in all_event_types().values() for t in ts):
+        if c not in trial.fields and c not in declared_anywhere:
             filled = frame[c].notna().to_numpy()
             raise DataError(
                 f"unknown attribute {c!r}: no event type declares it",
@@ -126,7 +128,8 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
         if attr in frame.columns:
             columns[attr], valid[attr] = _encode_column(frame[attr], dtype, declares[type_ids], trial, attr)
         else:
-            zero = np.zeros(n, dtype={"str": np.int32, "float": np.float64, "bool": np.bool_}.get(dtype, np.int64))
+            numpy_type = {"str": np.int32, "float": np.float64, "bool": np.bool_}.get(dtype, np.int64)
+            zero: np.ndarray[Any, Any] = np.zeros(n, dtype=numpy_type)
             columns[attr], valid[attr] = (zero - 1 if dtype == "str" else zero), np.zeros(n, dtype=np.bool_)
     for name in ("type_names", "type_fields", "supertypes", "fields", "strings", "string_codes"):
         setattr(schema, name, getattr(trial, name))

@@ -94,7 +94,7 @@ def truth(e: Expr[bool], batch: EventBatch) -> tuple[Mask, Mask]:
             b, vb, _ = _value(right, batch)
             valid = va & vb
             res = valid & np.array(
-                [bool(_CMP[e.op](x, y)) for x, y in zip(strings[a], strings[b])], dtype=np.bool_
+                [bool(_CMP[e.op](x, y)) for x, y in zip(strings[a], strings[b], strict=True)], dtype=np.bool_
             )
             return res, valid & ~res
         a, va, _ = _value(left, batch)
@@ -128,9 +128,9 @@ def truth(e: Expr[bool], batch: EventBatch) -> tuple[Mask, Mask]:
         t, f = truth(e.arg, batch)
         return f, t
     if isinstance(e, (Attr, Const)) and e.dtype == "bool":
-        values, valid, _ = _value(e, batch)
-        v = values.astype(np.bool_)
-        return valid & v, valid & ~v
+        raw, present, _ = _value(e, batch)
+        flag = raw.astype(np.bool_)
+        return present & flag, present & ~flag
     raise TypeError(f"cannot evaluate {e!r} as a predicate")
 
 

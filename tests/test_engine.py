@@ -51,7 +51,8 @@ def agree(pattern: Pattern, events: list[Any]) -> int:
     expected = pycel.reference.evaluate(pattern, events).keys()
     got = pycel.compile(pattern).run(events)
     assert len(got.keys()) == len(got), "the engine returned a duplicate match"
-    assert got.keys() == expected, f"{pattern!r}: missing {sorted(expected - got.keys())[:3]}, extra {sorted(got.keys() - expected)[:3]}"
+    missing, extra = sorted(expected - got.keys())[:3], sorted(got.keys() - expected)[:3]
+    assert got.keys() == expected, f"{pattern!r}: missing {missing}, extra {extra}"
     return len(expected)
 
 

@@ -224,7 +224,9 @@ def run_batch(  # type: ignore[no-untyped-def]
     return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
 
 
-def live_counts(E: np.ndarray, U: np.ndarray, HT: np.ndarray, ctr: np.ndarray, lo: int) -> tuple[int, int, int]:
+def live_counts(
+    E: np.ndarray, U: np.ndarray, HT: np.ndarray, ctr: np.ndarray, lo: int
+) -> tuple[int, int, int]:
     """(extend nodes, heap nodes, H entries) that are still reachable inside the window."""
     e_next, u_next = int(ctr[C_E_NEXT]), int(ctr[C_U_NEXT])
     e_ids = np.arange(max(0, e_next - E.shape[1]), e_next)
