@@ -201,6 +201,10 @@ BATCH_PATTERNS = {
     "unpartitioned": (
         s.where((s.name == "INTC") & (s.volume > 700)) >> b.where((b.name == "RIMM") & (b.volume > 700))
     ).within(events=30),
+    # the other keys' groups have no match (an empty output frame per group)
+    "partitioned, one key matches": (s.where((s.name == "RIMM") & (s.volume > 900)) >> b)
+    .within(events=15)
+    .partition_by(Stock.name),
     "limit, select": (s >> pycel.plus(b)).within(events=8).limit(2).select("b").partition_by(Stock.name),
 }
 

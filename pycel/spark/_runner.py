@@ -198,11 +198,15 @@ def _rows_of(known_pos: npt.NDArray[np.int64], positions: npt.NDArray[np.int64])
     return rows
 
 
-def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> list[dict[str, Any]]:
-    """Per match, a dict ``variable -> values`` (the Spark struct of one output cell)."""
+def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> pd.Series:
+    """Per match, a dict ``variable -> values`` (the Spark struct of one output cell).
+
+    Always an object column, also when empty: Spark converts it to a struct either way.
+    """
     if not variables:
-        return [{} for _ in range(n)]
-    return [dict(zip(variables, cell, strict=True)) for cell in zip(*values, strict=True)]
+        return pd.Series([{} for _ in range(n)], dtype=object)
+    cells = [dict(zip(variables, cell, strict=True)) for cell in zip(*values, strict=True)]
+    return pd.Series(cells, dtype=object)
 
 
 def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
