@@ -242,9 +242,16 @@ class Atom(Pattern):
     var: str
 
     def where(self, predicate: Expr[bool], *, post_filter: bool = False) -> Pattern:
+        """Class-level attributes of this atom's type or of its bases (``Stock.price`` on a
+        ``Buy`` atom) read this occurrence; those of other types read the occurrence named
+        after their class, as on any other pattern (so the static checks report them)."""
         if not isinstance(predicate, Expr) or predicate.dtype != "bool":
             raise PatternError(f"where() needs a predicate, got {predicate!r}")
-        return Filter(self, predicate.bind(self.var), post_filter)
+        own = {event_name(t) for t in self.event.__mro__ if isinstance(t, type) and issubclass(t, Event)}
+        bound: Expr[bool] = predicate._map(
+            lambda a: attrs.evolve(a, var=self.var if a.owner in own else a.owner) if a.var is None else a
+        )
+        return Filter(self, bound, post_filter)
 
     filter = where
 
