@@ -238,6 +238,9 @@ def test_filter_on_a_variable_the_match_does_not_bind_holds_vacuously() -> None:
     """"for all events bound to x" is vacuously true when a branch of an OR binds no x
     (CORE semantics: A[...] constrains the A events only)."""
     assert positions((A | B).where(A.x > 1), [A(x=0), B(x=0), A(x=2)]) == [(1,), (2,)]
+    # Each conjunct on its own: an unbound B does not make the A conjunct vacuous.
+    both = (A | B).where((A.x > 1) & (B.x > 1))
+    assert positions(both, [A(x=0), B(x=0), A(x=2), B(x=2)]) == [(2,), (3,)]
 
 
 def test_equality_correlation() -> None:

@@ -1,0 +1,197 @@
+"""Static checks (DESIGN.md §1 "Static rules"): ill-formed patterns are PatternErrors with
+a message saying what is wrong; unsafe ones are PatternWarnings. ``evaluate`` (and every
+engine) runs them before looking at data.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import pytest
+
+import pycel
+from pycel import Event, Field, PatternError, not_, plus, seq
+from pycel.checks import PatternWarning, bound_variables, check, event_types, is_equality_join
+from pycel.query import split_query
+from pycel.reference import evaluate
+
+
+class Ev(Event):
+    x: Field[int]
+    s: Field[str]
+    t: Field[int]
+
+
+class A(Ev): ...
+
+
+class B(Ev): ...
+
+
+class C(Ev): ...
+
+
+class Door(Event):
+    opened: Field[bool]
+
+
+a, b, c = pycel.alias(A, "a"), pycel.alias(B, "b"), pycel.alias(C, "c")
+
+
+def run_check(pattern: Any) -> None:
+    check(split_query(pattern))
+
+
+def rejected(pattern: Any, message: str) -> None:
+    """The pattern fails the checks, directly and when evaluated, with ``message``."""
+    with pytest.raises(PatternError, match=re.escape(message)):
+        run_check(pattern)
+    with pytest.raises(PatternError, match=re.escape(message)):
+        evaluate(pattern, [A(), B()])
+
+
+# -- helpers ------------------------------------------------------------------------------
+def test_bound_variables_and_event_types() -> None:
+    p = seq(a, plus(B), not_(C, "nc")).as_("all")
+    assert bound_variables(p) == {"a": {A}, "B": {B}, "nc": {None}, "all": {A, B, None}}
+    assert event_types(p) == {A, B, C}
+    assert bound_variables(a | b.as_("a")) == {"a": {A, B}}
+
+
+def test_is_equality_join() -> None:
+    assert is_equality_join(a.x == b.x)
+    assert is_equality_join(a.x + 1 == b.x)  # key functions may compute
+    assert not is_equality_join(a.x == a.t)  # one occurrence: a unary filter
+    assert not is_equality_join(a.x < b.x)
+    assert not is_equality_join(a.x != b.x)
+    assert not is_equality_join(a.x + b.x == 3)
+
+
+# -- well-formedness: a filter reads only variables bound below it (CEL paper §5) ---------
+def test_filter_reads_an_unbound_variable() -> None:
+    rejected(
+        seq(A, B).where(Door.opened == True),  # noqa: E712
+        "where() reads variable 'Door', which (A ; B) does not bind; it binds ['A', 'B']",
+    )
+    rejected(seq(a, b).where(c.x > 1), "where() reads variable 'c'")
+    rejected(seq(a.where(b.x == 1), b), "reads variable 'b', which A AS a does not bind; it binds ['a']")
+
+
+def test_filter_inside_plus_cannot_read_outside_variables() -> None:
+    """CEL φ4 as printed: y.id = x.id inside the + reads x, which the + does not bind."""
+    rejected(seq(a, plus(b.where(b.x == a.x))), "reads variable 'a', which B AS b does not bind")
+    run_check(seq(a, plus(b)).where(b.x == a.x))  # the well-formed way to say it
+
+
+def test_class_attributes_of_another_type_on_an_atom_are_not_taken_for_the_atom() -> None:
+    """On an atom, ``Ev.x`` (a base of A) reads the atom; ``B.x`` (unrelated) reads the
+    occurrence B, which the atom does not bind."""
+    run_check(A.where(Ev.x > 1))
+    rejected(A.where(B.x > 1), "where() reads variable 'B', which A does not bind")
+
+
+def test_negated_atom_filter_reads_only_its_own_event() -> None:
+    rejected(seq(a, not_(B.where(B.x == A.x)), C), "reads variable 'A', which B AS not_B does not bind")
+
+
+def test_unknown_attribute_of_a_variable() -> None:
+    x_as_door = pycel.alias(Door, "x")  # x is a Door here, but the pattern binds x to an A
+    rejected(
+        seq(A.as_("x"), B).where(x_as_door.opened == True),  # noqa: E712
+        "unknown attribute 'opened' of 'x' (event types ['A'])",
+    )
+
+
+def test_attribute_of_one_alternative_is_enough() -> None:
+    """A variable bound to several types (OR) may use any attribute one of them has."""
+    door = pycel.alias(Door, "e")
+    run_check((A.as_("e") | Door.as_("e")).where(door.opened == True))  # noqa: E712
+
+
+def test_or_branch_without_the_variable_is_allowed() -> None:
+    """CEL requires both OR branches to bind a filtered variable; pycel, like CORE, accepts
+    it (the filter holds vacuously where the variable is unbound, see test_reference)."""
+    run_check((A | B).where(A.x > 1))
+
+
+# -- windows, projections, partitions -----------------------------------------------------
+def test_window_on_a_type_without_the_time_attribute() -> None:
+    rejected(
+        seq(A, Door).within(5, on=Ev.t),
+        "the window is on attribute 't', which event types ['Door'] do not have",
+    )
+    run_check(seq(A, B).within(5, on=Ev.t))
+    run_check(seq(A, Door).within(events=5))  # a count window needs no attribute
+
+
+def test_select_an_unknown_variable() -> None:
+    rejected(seq(A, B).select("C"), "names 'C', which the pattern does not bind; it binds ['A', 'B']")
+    rejected(seq(a, b).select(A), "select() names 'A'")
+    run_check(seq(a, b).select(a, "b"))
+
+
+def test_partition_key_no_type_has() -> None:
+    rejected(seq(A, B).partition_by("colour"), "partition_by('colour'): no event type of the pattern has")
+    rejected(seq(A, Door).partition_by(Door.opened, "colour"), "partition_by('colour')")
+    run_check(seq(A, Door).partition_by(Ev.x))  # one type having it is enough (Door: null key)
+
+
+# -- correlation: unary filters and equality joins only, unless post_filter ---------------
+@pytest.mark.parametrize(
+    "predicate",
+    [
+        a.x < b.x,
+        a.x != b.x,
+        a.x + b.x == 3,
+        (a.x == b.x) | (a.s == "k"),
+        ~(a.x == b.x),
+        a.s.isin(["k"]) | (b.x > 1),
+    ],
+    ids=repr,
+)
+def test_non_equality_multi_variable_predicate_needs_post_filter(predicate: Any) -> None:
+    p = seq(a, b).where(predicate)
+    with pytest.raises(PatternError) as err:
+        run_check(p)
+    message = str(err.value)
+    assert message.startswith(f"{predicate!r} relates several occurrences but is not an equality")
+    assert "post_filter=True" in message and "delay guarantee" in message
+    run_check(seq(a, b).where(predicate, post_filter=True))
+
+
+def test_equality_joins_and_unary_conjuncts_are_accepted() -> None:
+    run_check(seq(a, b, c).where((a.x == b.x) & (b.s == c.s) & (a.x > 1) & (c.s.like("k%"))))
+    run_check(seq(a, b).where((a.x > 1) | (a.s == "k")))  # one variable: unary
+    run_check(seq(a, b).where(a.x + 1 == b.x))
+
+
+# -- unsafe formulas ----------------------------------------------------------------------
+def test_unsafe_repeated_variable_warns() -> None:
+    """CEL's ψ = T AS x ; T AS x binds x on both sides of ';' (unsafe). pycel accepts it with
+    a PatternWarning: x then collects both positions."""
+    message = "variables ['x'] are bound on both sides of (A AS x ; A AS x)"
+    with pytest.warns(PatternWarning, match=re.escape(message)):
+        run_check(seq(A.as_("x"), A.as_("x")))
+    with pytest.warns(PatternWarning, match="bound on both sides"):
+        run_check(a & a)
+    with pytest.warns(PatternWarning, match=re.escape("variables ['y']")):
+        run_check(seq(seq(A, B).as_("y"), C.as_("y")))
+
+
+def test_safe_patterns_do_not_warn() -> None:
+    """Reusing a variable across OR branches (CEL φ2) or inside + is safe, and so is a
+    repeated bare type (``A ; A``: the implicit variable A collects both positions)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_check(((a >> b) | (b >> a)).where(a.x == b.x))
+        run_check(seq(A, A))
+        run_check(A & A)
+        run_check(plus(seq(a, b)))
+        run_check(seq(a, b.as_("b2"), A.as_("a2")))
+
+
+def test_warning_is_reported_by_evaluate() -> None:
+    with pytest.warns(PatternWarning):
+        evaluate(seq(A.as_("x"), A.as_("x")), [A(), A()])
