@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
@@ -459,6 +459,20 @@ _ARITH: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _scalar_const(value: Any) -> Any:
+    """A constant as the reference sees attribute values: timestamps are int nanoseconds
+    since the epoch, a naive datetime taken as UTC (as ingestion stores them)."""
+    if not isinstance(value, datetime):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
 def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> Any:
     """Evaluate ``e`` with ``env[var][attribute]`` values; ``None`` propagates as unknown.
 
@@ -467,7 +481,7 @@ def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> An
     if isinstance(e, Attr):
         return env[e.var].get(e.name)
     if isinstance(e, Const):
-        return e.value
+        return _scalar_const(e.value)
     if isinstance(e, Arith):
         a, b = eval_scalar(e.left, env), eval_scalar(e.right, env)
         return None if a is None or b is None else _ARITH[e.op](a, b)
@@ -476,7 +490,7 @@ def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> An
         return None if a is None or b is None else _CMP[e.op](a, b)
     if isinstance(e, IsIn):
         a = eval_scalar(e.expr, env)
-        return None if a is None else (a in e.values) != e.negated
+        return None if a is None else (a in [_scalar_const(v) for v in e.values]) != e.negated
     if isinstance(e, Like):
         a = eval_scalar(e.expr, env)
         return None if a is None else e.compiled().fullmatch(a) is not None
