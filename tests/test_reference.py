@@ -220,6 +220,14 @@ def test_string_filters() -> None:
     assert positions(A.where(A.s < "J"), stream) == [(0,), (2,)]
 
 
+def test_timestamp_filters_against_datetime_constants() -> None:
+    stream = [A(ts=T0), A(ts=T0 + timedelta(seconds=1)), A()]
+    assert positions(A.where(A.ts > T0), stream) == [(1,)]
+    assert positions(A.where(A.ts == T0.replace(tzinfo=UTC)), stream) == [(0,)]  # naive = UTC
+    assert positions(A.where(A.ts.isin([T0 + timedelta(seconds=1)])), stream) == [(1,)]
+    assert positions(A.where(A.ts.between(T0, T0 + timedelta(hours=1))), stream) == [(0,), (1,)]
+
+
 def test_filter_on_a_class_attribute_of_the_base_type_binds_to_the_atom() -> None:
     assert positions(A.where(Ev.x > 0), [A(x=0), A(x=1)]) == [(1,)]
 
