@@ -21,6 +21,7 @@ from .store import (
     BARRIER,
     C_BARRIER,
     C_E_NEXT,
+    C_H_COUNT,
     C_MAX_DEPTH,
     C_U_NEXT,
     E_CHILD,
@@ -33,6 +34,7 @@ from .store import (
     U_MS,
     U_RIGHT,
     ensure_room,
+    has_room,
     heap_insert,
     ht_get,
     ht_put,
@@ -58,17 +60,17 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _enumerate(  # type: ignore[no-untyped-def]
-    x, end, lo, budget, E, U, ctr, label_masks, proj_mask,
+    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
     out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
 ):
     """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays."""
-    ecap = E.shape[1]
-    ucap = U.shape[1]
+    emask = E.shape[1] - 1
+    umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
     emitted = 0
     path[0] = x
     top = 0
-    child = E[E_CHILD, x & (ecap - 1)]
+    child = E[E_CHILD, x & emask]
     if child < 0:
         depth_done = 0  # a one-event match
     else:
@@ -83,44 +85,52 @@ def _enumerate(  # type: ignore[no-untyped-def]
             top -= 1
             h = stack_h[top]
             d = stack_d[top]
-            hs = h & (ucap - 1)
-            for side in (U[U_LEFT, hs], U[U_RIGHT, hs]):
-                if live(U, unext, side) and U[U_MS, side & (ucap - 1)] >= lo:
-                    stack_h = _grow(stack_h, top + 2)
-                    stack_d = _grow(stack_d, top + 2)
-                    stack_h[top] = side
-                    stack_d[top] = d
-                    top += 1
+            hs = h & umask
+            if top + 3 > stack_h.shape[0]:
+                stack_h = _grow(stack_h, top + 3)
+                stack_d = _grow(stack_d, top + 3)
+            left = U[U_LEFT, hs]
+            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                stack_h[top] = left
+                stack_d[top] = d
+                top += 1
+            right = U[U_RIGHT, hs]
+            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                stack_h[top] = right
+                stack_d[top] = d
+                top += 1
             e = U[U_CONTENT, hs]
-            path = _grow(path, d + 1)
+            if d >= path.shape[0]:
+                path = _grow(path, d + 1)
             path[d] = e
-            ch = E[E_CHILD, e & (ecap - 1)]
+            ch = E[E_CHILD, e & emask]
             if ch >= 0 and live(U, unext, ch):
-                stack_h = _grow(stack_h, top + 1)
-                stack_d = _grow(stack_d, top + 1)
                 stack_h[top] = ch
                 stack_d[top] = d + 1
                 top += 1
                 continue
             depth_done = d
         # Emit the match path[0..depth_done].
-        start = E[E_POS, path[depth_done] & (ecap - 1)]
-        out_se = _grow(out_se, 2 * (n_out + 1))
-        out_off = _grow(out_off, n_out + 2)
+        if 2 * (n_out + 1) > out_se.shape[0]:
+            out_se = _grow(out_se, 2 * (n_out + 1))
+        if n_out + 2 > out_off.shape[0]:
+            out_off = _grow(out_off, n_out + 2)
+        if n_ent + (depth_done + 1) * max_labels > out_var.shape[0]:
+            out_var = _grow(out_var, n_ent + (depth_done + 1) * max_labels)
+            out_pos = _grow(out_pos, n_ent + (depth_done + 1) * max_labels)
         for k in range(depth_done + 1):
-            e = path[k] & (ecap - 1)
+            e = path[k] & emask
             m = label_masks[E[E_LABEL, e]] & proj_mask
+            p = E[E_POS, e]
             v = 0
             while m != 0:
                 if m & 1:
-                    out_var = _grow(out_var, n_ent + 1)
-                    out_pos = _grow(out_pos, n_ent + 1)
                     out_var[n_ent] = v
-                    out_pos[n_ent] = E[E_POS, e]
+                    out_pos[n_ent] = p
                     n_ent += 1
                 m >>= 1
                 v += 1
-        out_se[2 * n_out] = start
+        out_se[2 * n_out] = E[E_POS, path[depth_done] & emask]
         out_se[2 * n_out + 1] = end
         n_out += 1
         out_off[n_out] = n_ent
@@ -154,6 +164,14 @@ def run_batch(  # type: ignore[no-untyped-def]
     n_out = 0
     n_ent = 0
     budget_all = limit if limit >= 0 else 1 << 62
+    max_labels = 1
+    for lm in label_masks:
+        bits = 0
+        while lm != 0:
+            bits += lm & 1
+            lm >>= 1
+        if bits > max_labels:
+            max_labels = bits
     for j in range(n):
         if not key_valid[j]:
             continue
@@ -172,12 +190,18 @@ def run_batch(  # type: ignore[no-untyped-def]
         moves = last_t - first
         if moves == 0:
             continue
-        # Room for this event's nodes, so nothing moves while it is processed.
-        E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo)
-        U = ensure_room(U, ctr[C_U_NEXT], moves * (ctr[C_MAX_DEPTH] + 2), U_CREATED, window_lo)
-        HT = ht_rebuild(HT, U, ctr, window_lo, moves + 1)
-        new_x = _grow(new_x, moves)
-        new_d = _grow(new_d, moves)
+        # Room for this event's nodes, so nothing moves while it is processed (the checks
+        # are inlined: the calls, which may replace the arrays, are rare).
+        if not has_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo):
+            E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo)
+        need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
+        if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo):
+            U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo)
+        if ctr[C_H_COUNT] + moves + 1 > HT.shape[1] // 2:
+            HT = ht_rebuild(HT, U, ctr, window_lo, moves + 1)
+        if moves > new_x.shape[0]:
+            new_x = _grow(new_x, moves)
+            new_d = _grow(new_d, moves)
         ecap = E.shape[1]
         ucap = U.shape[1]
         # (1) Fire transitions: read H (earlier positions only).
@@ -204,7 +228,7 @@ def run_batch(  # type: ignore[no-untyped-def]
             if final[new_d[f]] and emitted < budget_all:
                 (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
                  got) = _enumerate(
-                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
                     out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
                 )
                 emitted += got

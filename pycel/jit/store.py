@@ -47,6 +47,15 @@ def live(A, next_id, node):  # type: ignore[no-untyped-def]
     return node >= 0 and node >= next_id - A.shape[1]
 
 
+@njit(cache=True, inline="always")
+def has_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-def]
+    """Whether ``need`` new nodes fit without overwriting one created at or after ``lo``
+    (ids are allocated in creation order, so checking the newest overwritten one suffices)."""
+    cap = A.shape[1]
+    oldest = next_id + need - 1 - cap
+    return oldest < 0 or A[created_row, oldest & (cap - 1)] < lo
+
+
 @njit(cache=True)
 def ensure_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-def]
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
