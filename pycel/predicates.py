@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from .automaton import AtomState
 from .expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
@@ -149,9 +150,23 @@ def reads_event(atom: AtomState, batch: EventBatch) -> Mask:
 
 
 def atom_bits(atoms: Sequence[AtomState], batch: EventBatch) -> npt.NDArray[np.int64]:
-    """Bit k of event j's value is set when atom k may read event j."""
-    bits = np.zeros(len(batch), dtype=np.int64)
+    """Bit k of event j's value is set when atom k may read event j.
+
+    Atoms that only test the event type are looked up by type id in one gather; atoms
+    with filters are evaluated column by column.
+    """
+    by_type = np.zeros(len(batch.schema.type_names) + 1, dtype=np.int64)
+    filtered = []
     for atom in atoms:
+        if atom.filters or atom.type_predicate is not None:
+            filtered.append(atom)
+            continue
+        is_type = np.array([atom.event in s for s in batch.schema.supertypes] + [False], dtype=np.bool_)
+        if atom.negated:
+            is_type = ~is_type
+        by_type |= is_type.astype(np.int64) << atom.index
+    bits = by_type[batch.type_ids]
+    for atom in filtered:
         bits |= reads_event(atom, batch).astype(np.int64) << atom.index
     return bits
 
@@ -165,7 +180,7 @@ class ClassTable:
 
     def classify(self, bits: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         """Class id of every event (new bit-vectors get new ids)."""
-        uniq, inverse = np.unique(bits, return_inverse=True)
+        inverse, uniq = pd.factorize(bits)  # hashing: no sort
         table = np.empty(len(uniq), dtype=np.int32)
         for k, b in enumerate(uniq.tolist()):
             cid = self.ids.get(b)
@@ -173,4 +188,4 @@ class ClassTable:
                 cid = self.ids[b] = len(self.bits)
                 self.bits.append(b)
             table[k] = cid
-        return table[inverse.reshape(-1)]
+        return table[inverse]
