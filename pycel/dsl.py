@@ -98,7 +98,7 @@ class Pattern:
         *,
         events: int | None = None,
         seconds: float | timedelta | None = None,
-        on: Expr[float] | Expr[datetime] | None = None,
+        on: Attr[float] | Attr[datetime] | None = None,
     ) -> Pattern:
         """Keep matches whose span fits the window (inclusive bounds).
 
@@ -131,7 +131,7 @@ class Pattern:
             raise PatternError(f"{on!r} is a timestamp: give the window as seconds= or a timedelta")
         return Within(self, _window_amount(size, "size"), "units", on.name)
 
-    def partition_by(self, *keys: Expr[Any] | str) -> Pattern:
+    def partition_by(self, *keys: Attr[Any] | str) -> Pattern:
         """Evaluate on each sub-stream of events with equal values of ``keys``.
 
         Positions and count windows stay global. Events with a null key are in no
