@@ -140,6 +140,12 @@ def detect_stream(
             events = events.withWatermark(time, delay)
         else:
             check_integral(df.schema, time, "time")
+            if query.schema.fields.get(time) == "time":
+                raise DataError(
+                    f"watermark= on {time!r}: a Timestamp attribute needs a timestamp column for "
+                    "watermarks (integer columns are taken as seconds)",
+                    column=time,
+                )
             events = events.withColumn(EVENT_TIME, F.timestamp_seconds(F.col(time))).withWatermark(
                 EVENT_TIME, delay
             )
