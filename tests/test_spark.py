@@ -310,6 +310,11 @@ def test_bad_input_is_reported(spark: SparkSession, ticks: pd.DataFrame, ticks_d
         pycel.spark.detect(ticks_df, pattern, order_by="when")
     with pytest.raises(DataError, match="event type column must be a string"):
         pycel.spark.detect(ticks_df.withColumn("event_type", ticks_df.volume), pattern, order_by="id")
+    # Rows the executors cannot read fail the job with a DataError naming group and position.
+    unknown = ticks.copy()
+    unknown.loc[unknown.index[5], "event_type"] = "Hold"
+    with pytest.raises(Exception, match="unknown event type 'Hold'"):
+        pycel.spark.detect(spark.createDataFrame(unknown), pattern, order_by="id").collect()
     # Time going backwards within a key fails the job with the engine's message, the key
     # and the position.
     broken = ticks.copy()
@@ -367,6 +372,8 @@ def run_stream(spark: SparkSession, base: Path, api: str) -> set[MatchKey]:
 def test_streaming_equals_batch_and_survives_restart(spark: SparkSession, tmp_path: Path, api: str) -> None:
     """Micro-batches over files, the query stopped and restarted from its checkpoint
     halfway: the matches equal the batch run over all the events."""
+    if api == "transformWithState" and importlib.util.find_spec("google") is None:
+        pytest.skip("transformWithStateInPandas needs protobuf")
     if api == "transformWithState" and importlib.util.find_spec("google.protobuf") is None:
         pytest.skip("transformWithStateInPandas needs protobuf")
     ticks = stock_events(1600, names=4, seed=21)

@@ -16,6 +16,7 @@ an event-time timer).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -177,11 +178,17 @@ def _choose_api(df: DataFrame, requested: str) -> str:
     has_tws = hasattr(df.groupBy(), "transformWithStateInPandas")
     provider = df.sparkSession.conf.get("spark.sql.streaming.stateStore.providerClass", "") or ""
     rocksdb = "RocksDB" in provider
+    protobuf = (
+        importlib.util.find_spec("google") is not None
+        and importlib.util.find_spec("google.protobuf") is not None
+    )
     if requested == "auto":
-        return "transformWithState" if has_tws and rocksdb else "applyInPandasWithState"
+        return "transformWithState" if has_tws and rocksdb and protobuf else "applyInPandasWithState"
     if requested == "transformWithState":
         if not has_tws:
             raise DataError("transformWithStateInPandas needs Spark 4 or later; use stateful_api='auto'")
+        if not protobuf:
+            raise DataError("transformWithStateInPandas needs the protobuf package: pip install protobuf")
         if not rocksdb:
             raise DataError(
                 "transformWithStateInPandas needs the RocksDB state store: set "
