@@ -157,15 +157,15 @@ def test_event_name_and_subtype_matching() -> None:
 
 
 def test_dynamic_event_types() -> None:
-    class Base(Event):
+    class DynBase(Event):
         x: Field[int]
 
-    t0 = type("T0", (Base,), {})
-    t1 = type("T1", (Base,), {"__event_name__": "one"})
-    batch = to_batch([t0(x=1), t1(x=2)], Schema.for_types([Base]))
-    assert decoded(batch) == [("T0", {"x": 1}), ("one", {"x": 2})]
+    t0 = type("Dyn0", (DynBase,), {})
+    t1 = type("Dyn1", (DynBase,), {"__event_name__": "one"})
+    batch = to_batch([t0(x=1), t1(x=2)], Schema.for_types([DynBase]))
+    assert decoded(batch) == [("Dyn0", {"x": 1}), ("one", {"x": 2})]
     # types defined after the schema are found (by class for instances, by name for dicts)
-    t2 = type("T2_dynamic_ingest", (Base,), {})
+    t2 = type("T2_dynamic_ingest", (DynBase,), {})
     sch = Schema.for_types([t0])
     assert decoded(to_batch([t2(x=3), {"event_type": "T2_dynamic_ingest", "x": 4}], sch)) == [
         ("T2_dynamic_ingest", {"x": 3}),

@@ -9,14 +9,18 @@ start, then valuation).
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from strategies import Features, cases, event_types
 
 import pycel
 from pycel import DataError, Event, Field, PatternError, not_, plus, seq
 from pycel.checks import PatternWarning
+from pycel.query import split_query
 from pycel.reference import evaluate
 
 
@@ -610,3 +614,60 @@ def test_no_warning_for_distinct_variables() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         evaluate(seq(A, B, A.as_("a2")), [A(), B(), A()])
+
+
+# -- generated patterns (tests/strategies.py): the oracle runs and its output is sane -----
+GEN_TYPES = event_types(3)
+
+
+def _check_invariants(pattern: pycel.Pattern, stream: list[Event]) -> None:
+    spec = split_query(pattern)
+    matches = evaluate(pattern, stream)
+    keys = [m.key() for m in matches]
+    assert len(set(keys)) == len(keys), "duplicate matches"
+    assert [m.end for m in matches] == sorted(m.end for m in matches), "not ordered by end"
+    times = [getattr(e, "time", None) for e in stream]
+    for m in matches:
+        got = m.positions()
+        assert all(0 <= p < len(stream) for p in got)
+        if spec.select is None:
+            assert got and (m.start, m.end) == (min(got), max(got))
+        else:  # projection keeps the interval of the whole match
+            assert not got or m.start <= min(got) <= max(got) <= m.end
+        assert m.start <= m.end
+        window = spec.window
+        if window is not None and window.unit == "events":
+            assert m.end - m.start <= window.size
+        elif window is not None:
+            assert times[m.end] - times[m.start] <= window.size  # type: ignore[operator]
+        if spec.partition and got:
+            keys_in = {getattr(stream[p], "x", None) for p in got}
+            assert len(keys_in) == 1 and None not in keys_in
+    if spec.limit is not None:
+        per_end = Counter(m.end for m in matches)
+        assert max(per_end.values(), default=0) <= spec.limit
+
+
+@settings(max_examples=80)
+@given(cases(GEN_TYPES, Features.everything(), nulls=True))
+def test_generated_patterns_reference_invariants(case: tuple[pycel.Pattern, list[Event]]) -> None:
+    pattern, stream = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the generated patterns are safe
+        _check_invariants(pattern, stream)
+
+
+@settings(max_examples=40)
+@given(cases(GEN_TYPES, Features()))
+def test_generated_core_patterns_clauses_only_remove_matches(case: tuple[pycel.Pattern, list[Event]]) -> None:
+    """Selection strategies, consumption and LIMIT only ever drop matches of the pattern."""
+    pattern, stream = case
+    everything = evaluate(pattern, stream).keys()
+    for clause in (
+        *(pattern.strategy(name) for name in ("next", "last", "max", "strict")),  # type: ignore[arg-type]
+        pattern.consume("any"),
+        pattern.limit(1),
+    ):
+        assert evaluate(clause, stream).keys() <= everything
+    if not split_query(pattern).partition:
+        assert evaluate(pattern.consume("partition"), stream).keys() <= everything

@@ -1,0 +1,335 @@
+"""Hypothesis strategies shared by the differential tests (engine vs reference evaluator).
+
+Usage::
+
+    from hypothesis import given
+    from strategies import event_types, patterns, streams, cases, Features
+
+    TYPES = event_types(3)                      # T0, T1, T2: subclasses of Base
+
+    @given(cases(TYPES, Features(contiguous=True)))
+    def test_engine_matches_reference(case):
+        pattern, events = case
+        assert pycel.compile(pattern).run(events).keys() == evaluate(pattern, events).keys()
+
+* :func:`event_types` — dynamic ``Event`` subclasses ``T0 … Tn-1`` of :class:`Base`
+  (``x``: int in 0..3, ``s``: str in {"a", "b", "c"}, ``time``: int, non-decreasing in a
+  stream). The same classes are returned on every call.
+* :func:`streams` — lists of events of those types with non-decreasing ``time``.
+* :func:`patterns` — random patterns (seq, or, plus, AS, unary filters with ``& | ~``,
+  ``isin``, ``between``), optionally wrapped in ``within(events=k)``,
+  ``within(k, on=Base.time)`` and ``partition_by(Base.x)``; :class:`Features` turns the
+  rest on (contiguity, AND, negated atoms, equality correlation, selection strategies,
+  consumption, LIMIT, SELECT) so a test asks only for what its engine supports.
+* :func:`cases` — a (pattern, stream) pair whose stream is short when the pattern has a
+  Kleene plus, so the brute-force reference stays fast (it enumerates every valuation
+  before applying windows).
+
+Sizes are bounded so one reference evaluation takes milliseconds: at most
+``Features.max_atoms`` atoms, at most ``Features.max_plus`` Kleene operators, at most one
+AND, streams of at most ``max_len`` events (``max_len_with_plus`` when a ``+`` occurs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+import pycel
+from pycel import Event, Field, Pattern
+from pycel.dsl import Plus
+from pycel.events import event_name
+from pycel.expr import Expr
+
+X_VALUES = (0, 1, 2, 3)
+S_VALUES = ("a", "b", "c")
+STRATEGY_NAMES = ("all", "next", "last", "max", "strict")
+POLICIES = ("any", "partition")
+
+
+class Base(Event):
+    """The base of the generated event types; windows and partitions use its fields."""
+
+    x: Field[int]
+    s: Field[str]
+    time: Field[int]
+
+
+_TYPES: list[type[Base]] = []
+
+
+def event_types(n: int) -> tuple[type[Base], ...]:
+    """Event types ``T0 … Tn-1`` (subclasses of :class:`Base`, no fields of their own).
+
+    Types are created once and shared: ``event_types(2)`` is a prefix of
+    ``event_types(3)``.
+    """
+    if n < 1:
+        raise ValueError("event_types() needs n >= 1")
+    while len(_TYPES) < n:
+        name = f"T{len(_TYPES)}"
+        _TYPES.append(type(name, (Base,), {"__module__": __name__, "__qualname__": name}))
+    return tuple(_TYPES[:n])
+
+
+@st.composite
+def streams(
+    draw: st.DrawFn,
+    types: Sequence[type[Base]],
+    max_len: int = 60,
+    *,
+    min_len: int = 0,
+    nulls: bool = False,
+    max_step: int = 3,
+) -> list[Base]:
+    """Events of ``types`` with ``x`` in 0..3, ``s`` in {a, b, c} and ``time`` growing by
+    0..``max_step`` per event. With ``nulls``, ``x`` and ``s`` are sometimes missing."""
+    n = draw(st.integers(min_len, max_len))
+    x_values: st.SearchStrategy[int | None] = st.sampled_from(X_VALUES)
+    s_values: st.SearchStrategy[str | None] = st.sampled_from(S_VALUES)
+    if nulls:
+        x_values = st.one_of(st.none(), x_values)
+        s_values = st.one_of(st.none(), s_values)
+    rows = draw(
+        st.lists(
+            st.tuples(st.sampled_from(list(types)), x_values, s_values, st.integers(0, max_step)),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    events: list[Base] = []
+    time = 0
+    for cls, x, s, step in rows:
+        time += step
+        values: dict[str, Any] = {"time": time}
+        if x is not None:
+            values["x"] = x
+        if s is not None:
+            values["s"] = s
+        events.append(cls(**values))
+    return events
+
+
+@dataclass(frozen=True)
+class Features:
+    """What :func:`patterns` may generate. The defaults are the CEL core every engine
+    supports (seq, or, plus, AS, unary filters) plus windows and PARTITION BY."""
+
+    # CEL operators
+    kleene: bool = True
+    contiguous: bool = False  # seq(..., contiguous=True), plus(..., contiguous=True)
+    conjunction: bool = False  # p & q
+    negation: bool = False  # not_(T) / not_(T.where(...)) inside sequences
+    correlation: bool = False  # x.a == y.b between occurrences (equality joins)
+    # query clauses
+    windows: bool = True  # within(events=k) / within(k, on=Base.time)
+    partition: bool = True  # partition_by(Base.x)
+    strategies: bool = False  # strategy("all" | "next" | "last" | "max" | "strict")
+    consume: bool = False  # consume("any" | "partition")
+    limit: bool = False  # limit(n)
+    select: bool = False  # select(some variables)
+    # sizes
+    max_atoms: int = 4
+    max_plus: int = 1
+    strategy_names: tuple[str, ...] = field(default=STRATEGY_NAMES)
+
+    @classmethod
+    def everything(cls, **overrides: Any) -> Features:
+        """Every feature on."""
+        on = {
+            name: True
+            for name in (
+                "contiguous", "conjunction", "negation", "correlation",
+                "strategies", "consume", "limit", "select",
+            )
+        }
+        return replace(cls(), **{**on, **overrides})
+
+
+class _Budget:
+    """Counters shared while one pattern is drawn (fresh variable names, size limits)."""
+
+    def __init__(self, features: Features) -> None:
+        self.features = features
+        self.atoms = 0
+        self.plus = 0
+        self.conjunctions = 0
+        self.names = 0
+        # variable -> event type it is an occurrence of (Base for AS groups)
+        self.variables: dict[str, type[Base]] = {}
+
+    def fresh(self, prefix: str) -> str:
+        self.names += 1
+        return f"{prefix}{self.names}"
+
+
+@st.composite
+def unary_predicates(draw: st.DrawFn, var: str, cls: type[Base] = Base, depth: int = 2) -> Expr[bool]:
+    """A predicate over occurrence ``var`` using x and s: comparisons, ``isin``,
+    ``between``, combined with ``&``, ``|``, ``~``."""
+    a = pycel.alias(cls, var)
+    if depth > 0 and draw(st.integers(0, 3)) == 0:
+        left = draw(unary_predicates(var, cls, depth - 1))
+        op = draw(st.sampled_from(["and", "or", "not"]))
+        if op == "not":
+            return ~left
+        right = draw(unary_predicates(var, cls, depth - 1))
+        return left & right if op == "and" else left | right
+    k = draw(st.sampled_from(X_VALUES))
+    text = draw(st.sampled_from(S_VALUES))
+    kind = draw(st.integers(0, 8))
+    leaves: list[Expr[bool]] = [
+        a.x == k,
+        a.x != k,
+        a.x < k,
+        a.x >= k,
+        a.x.isin(draw(st.lists(st.sampled_from(X_VALUES), min_size=1, max_size=3, unique=True))),
+        a.x.between(k, k + draw(st.integers(0, 2))),
+        a.s == text,
+        a.s != text,
+        a.s.isin(draw(st.lists(st.sampled_from(S_VALUES), min_size=1, max_size=2, unique=True))),
+    ]
+    return leaves[kind]
+
+
+@st.composite
+def _atom(draw: st.DrawFn, types: Sequence[type[Base]], budget: _Budget) -> Pattern:
+    budget.atoms += 1
+    cls = draw(st.sampled_from(list(types)))
+    if budget.features.negation and draw(st.integers(0, 5)) == 0:
+        var = budget.fresh("n")  # not recorded: a negated atom's event may be any type
+        target = pycel.alias(cls, var)
+        if draw(st.booleans()):
+            return pycel.not_(target.where(draw(unary_predicates(var, cls, depth=0))), var)
+        return pycel.not_(target, var)
+    if draw(st.integers(0, 3)) == 0:
+        var = event_name(cls)
+        atom: Pattern = cls.pattern()  # a bare type: binds the type's own name
+    else:
+        var = budget.fresh("v")
+        atom = pycel.alias(cls, var).pattern()
+    budget.variables.setdefault(var, cls)
+    if draw(st.booleans()):
+        atom = atom.where(draw(unary_predicates(var, cls)))
+    return atom
+
+
+def _vars(pattern: Pattern) -> list[str]:
+    from pycel.checks import bound_variables
+
+    return sorted(bound_variables(pattern))
+
+
+@st.composite
+def _body(draw: st.DrawFn, types: Sequence[type[Base]], depth: int, budget: _Budget) -> Pattern:
+    f = budget.features
+    room = budget.atoms < f.max_atoms - 1  # a binary node needs at least two more atoms
+    kinds = ["atom"]
+    if depth > 0:
+        kinds += ["where", "as"]
+        if room:
+            kinds += ["seq", "seq", "or"]
+            if f.conjunction and budget.conjunctions < 1:
+                kinds.append("and")
+        if f.kleene and budget.plus < f.max_plus:
+            kinds.append("plus")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "atom" or budget.atoms >= f.max_atoms:
+        return draw(_atom(types, budget))
+    if kind in ("seq", "or", "and"):
+        if kind == "and":
+            budget.conjunctions += 1
+        left = draw(_body(types, depth - 1, budget))
+        if budget.atoms < f.max_atoms:
+            right = draw(_body(types, depth - 1, budget))
+        else:
+            right = draw(_atom(types, budget))
+        if kind == "or":
+            return left | right
+        node = left & right if kind == "and" else pycel.seq(
+            left, right, contiguous=f.contiguous and draw(st.integers(0, 2)) == 0
+        )
+        if f.correlation and draw(st.integers(0, 2)) == 0:
+            lvars = [v for v in _vars(left) if v in budget.variables]
+            rvars = [v for v in _vars(right) if v in budget.variables and v not in lvars]
+            if lvars and rvars:
+                lv, rv = draw(st.sampled_from(lvars)), draw(st.sampled_from(rvars))
+                la, ra = pycel.alias(budget.variables[lv], lv), pycel.alias(budget.variables[rv], rv)
+                node = node.where(la.x == ra.x if draw(st.booleans()) else la.s == ra.s)
+        return node
+    if kind == "plus":
+        budget.plus += 1
+        inner = draw(_body(types, depth - 1, budget))
+        return pycel.plus(inner, contiguous=f.contiguous and draw(st.integers(0, 2)) == 0)
+    inner = draw(_body(types, depth - 1, budget))
+    if kind == "as":
+        var = budget.fresh("g")
+        budget.variables[var] = Base
+        return inner.as_(var)
+    # where: a unary filter on one variable the inner pattern binds
+    candidates = [v for v in _vars(inner) if v in budget.variables]
+    if not candidates:
+        return inner
+    var = draw(st.sampled_from(candidates))
+    return inner.where(draw(unary_predicates(var, budget.variables[var])))
+
+
+@st.composite
+def patterns(
+    draw: st.DrawFn,
+    types: Sequence[type[Base]],
+    max_depth: int = 4,
+    features: Features | None = None,
+) -> Pattern:
+    """A random well-formed pattern over ``types`` (see :class:`Features`)."""
+    f = features or Features()
+    budget = _Budget(f)
+    body = draw(_body(types, max_depth, budget))
+    pattern = body
+    if f.windows:
+        window = draw(st.sampled_from(["none", "events", "time"]))
+        if window == "events":
+            pattern = pattern.within(events=draw(st.integers(0, 6)))
+        elif window == "time":
+            pattern = pattern.within(draw(st.integers(0, 6)), on=Base.time)
+    if f.partition and draw(st.integers(0, 3)) == 0:
+        pattern = pattern.partition_by(Base.x)
+    if f.strategies and draw(st.integers(0, 2)) == 0:
+        pattern = pattern.strategy(draw(st.sampled_from(list(f.strategy_names))))  # type: ignore[arg-type]
+    if f.select and draw(st.integers(0, 2)) == 0:
+        names = _vars(body)
+        if names:
+            chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True))
+            pattern = pattern.select(*chosen)
+    if f.consume and draw(st.integers(0, 3)) == 0:
+        pattern = pattern.consume(draw(st.sampled_from(POLICIES)))  # type: ignore[arg-type]
+    if f.limit and draw(st.integers(0, 3)) == 0:
+        pattern = pattern.limit(draw(st.integers(1, 3)))
+    return pattern
+
+
+def kleene_count(pattern: Pattern) -> int:
+    """How many ``+`` operators ``pattern`` contains."""
+    own = 1 if isinstance(pattern, Plus) else 0
+    return own + sum(kleene_count(c) for c in pattern.children())
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+    types: Sequence[type[Base]],
+    features: Features | None = None,
+    *,
+    max_depth: int = 4,
+    max_len: int = 60,
+    max_len_with_plus: int = 14,
+    nulls: bool = False,
+) -> tuple[Pattern, list[Base]]:
+    """A pattern and a stream; the stream is at most ``max_len_with_plus`` long when the
+    pattern iterates (the reference's work grows as 2^(events matching the +))."""
+    pattern = draw(patterns(types, max_depth, features))
+    length = max_len_with_plus if kleene_count(pattern) else max_len
+    return pattern, draw(streams(types, length, nulls=nulls))
