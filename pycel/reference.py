@@ -114,7 +114,8 @@ def _type_name(cls: type) -> str:
     return event_name(cls)
 
 
-# -- query clauses, in CORE's order: strategy, window, consumption, projection, limit -----
+# -- query clauses: consumption first (consumed partial matches are gone, DESIGN.md §1),
+# then, in CORE's order, strategy, window, projection, limit -------------------------------
 def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> list[Valuation]:
     """Keep the outputs (all with the same end) that the selection strategy selects."""
     sets = [_positions(v) for v in outputs]
@@ -177,13 +178,15 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     result: list[Match] = []
     for end in sorted(outputs):
         key = outputs[end][0][0]  # the end event lies in exactly one partition
-        chosen = _strategy_filter(spec.strategy, [v for _, v in outputs[end]], streams[key])
-        chosen = [v for v in chosen if _in_window(spec, v, times, scale)]
+        candidates = [v for _, v in outputs[end]]
         scope = key if spec.consume == "partition" else ()
         if spec.consume != "none":
-            chosen = [v for v in chosen if min(_positions(v)) > barrier.get(scope, -1)]
-            if chosen:
-                barrier[scope] = end
+            # Consumed runs no longer exist: they take no part in the strategy's choice.
+            candidates = [v for v in candidates if min(_positions(v)) > barrier.get(scope, -1)]
+        chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
+        chosen = [v for v in chosen if _in_window(spec, v, times, scale)]
+        if spec.consume != "none" and chosen:
+            barrier[scope] = end
         found = {_to_match(spec, v) for v in chosen}
         ordered = sorted(found)
         result.extend(ordered[: spec.limit] if spec.limit is not None else ordered)
