@@ -562,6 +562,16 @@ def test_limit_per_end_position() -> None:
     assert spans(seq(A, B).limit(5), stream) == [(0, 2), (1, 2), (0, 3), (1, 3)]
 
 
+def test_consumed_runs_take_no_part_in_the_strategy() -> None:
+    """After the output at 1 consumes, runs from 0 are gone: at 3 the strategy chooses among
+    the runs that started after 1 (the consumed {0,2,3} must not hide {2,3} under MAX)."""
+    stream = [A(), B(), A(), B()]
+    assert positions(seq(plus(A), B).strategy("max").consume("any"), stream) == [(0, 1), (2, 3)]
+    assert positions(seq(plus(A), B).strategy("max"), stream) == [(0, 1), (0, 2, 3)]
+    stream = [A(), B(), A(), A(), B()]
+    assert positions(seq(A, B).strategy("next").consume("any"), stream) == [(0, 1), (2, 4)]
+
+
 def test_limit_with_consumption() -> None:
     """The position still consumes when LIMIT cuts its output short."""
     assert spans(seq(A, B).limit(1).consume("any"), [A(), A(), B(), B()]) == [(0, 2)]
