@@ -1,0 +1,132 @@
+"""Read the declaration and the query of ``pycel run`` / ``pycel explain``.
+
+Each argument is a file name, ``-`` (standard input), or inline CEQL text: an argument that
+is not an existing file is taken as text when it contains white space, and is reported as a
+missing file otherwise. A query file may start with its own ``CREATE STREAM``
+declaration; then ``--declaration`` is not needed. Errors keep the line and column of the
+original text.
+
+Example::
+
+    decl, pattern, query_source = load("decl.ceql", "query.ceql", time_attribute=None)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import attrs
+
+from ..ceql import Declaration, parse_declaration, parse_query, tokenize
+from ..dsl import Pattern
+from ..errors import PycelError
+
+
+class UsageError(Exception):
+    """Bad command-line arguments (exit status 2)."""
+
+
+class SourceError(Exception):
+    """A CEQL error (syntax, pattern, unsupported) in the declaration or the query."""
+
+    def __init__(self, label: str, error: PycelError) -> None:
+        super().__init__(f"{label}: {error}")
+        self.label = label
+        self.error = error
+
+
+@attrs.frozen
+class Source:
+    """A CEQL text and where it came from (a file name, ``<stdin>``, ``<query>``…)."""
+
+    text: str
+    label: str
+
+
+def read_text(arg: str, what: str) -> Source:
+    """The text an argument stands for (see the module docstring)."""
+    if arg == "-":
+        return Source(sys.stdin.read(), "<stdin>")
+    path = Path(arg)
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError):  # too long or not a valid path: text
+        is_file = False
+    if is_file:
+        try:
+            return Source(path.read_text(encoding="utf-8"), arg)
+        except (OSError, UnicodeDecodeError) as err:
+            raise UsageError(f"cannot read the {what} file {arg}: {err}") from None
+    if any(ch.isspace() for ch in arg):
+        return Source(arg, f"<{what}>")
+    raise UsageError(f"{what} file {arg!r} not found (inline {what} text must contain a space)")
+
+
+def _blank(text: str) -> str:
+    """``text`` with every character but line breaks replaced by a space."""
+    return "".join(ch if ch in "\r\n" else " " for ch in text)
+
+
+def split_declaration(text: str) -> tuple[str | None, str]:
+    """(declaration, query) of a query text that may start with ``CREATE STREAM``.
+
+    Both parts keep their original line and column numbers: the other part is blanked.
+    """
+    tokens = tokenize(text)
+    if not tokens or tokens[0].kind != "keyword" or tokens[0].value not in ("CREATE", "DECLARE"):
+        return None, text
+    select = next((t for t in tokens if t.kind == "keyword" and t.value == "SELECT"), None)
+    if select is None:
+        return text, ""
+    line_start = 0
+    for _ in range(select.line - 1):
+        line_start = text.index("\n", line_start) + 1
+    at = line_start + select.column - 1
+    return text[:at], _blank(text[:at]) + text[at:]
+
+
+@attrs.frozen
+class Loaded:
+    """The parsed declaration and query, with their sources (for error messages)."""
+
+    declaration: Declaration
+    pattern: Pattern
+    declaration_source: Source
+    query_source: Source
+
+
+def load_declaration(arg: str | None, query: Source) -> tuple[Declaration, Source, Source]:
+    """The declaration (from ``arg`` or from the head of the query) and the bare query."""
+    try:
+        inline, rest = split_declaration(query.text)
+    except PycelError as err:
+        raise SourceError(query.label, err) from None
+    if inline is not None and arg is not None:
+        raise UsageError(f"{query.label} starts with its own declaration; drop --declaration")
+    if inline is not None:
+        source = Source(inline, query.label)
+        if not rest.strip():
+            raise UsageError(f"{query.label} holds a declaration but no SELECT query")
+        query = Source(rest, query.label)
+    elif arg is not None:
+        source = read_text(arg, "declaration")
+    else:
+        raise UsageError(
+            "no declaration: give --declaration FILE, or start the query file with CREATE STREAM"
+        )
+    try:
+        return parse_declaration(source.text), source, query
+    except PycelError as err:
+        raise SourceError(source.label, err) from None
+
+
+def load(declaration: str | None, query: str, *, time_attribute: str | None) -> Loaded:
+    """Read and parse both; CEQL errors become :class:`SourceError` naming the source."""
+    query_source = read_text(query, "query")
+    decl, decl_source, query_source = load_declaration(declaration, query_source)
+    try:
+        pattern = parse_query(query_source.text, decl, time_attribute=time_attribute)
+    except PycelError as err:
+        raise SourceError(query_source.label, err) from None
+    return Loaded(decl, pattern, decl_source, query_source)

@@ -1,0 +1,632 @@
+"""The ``pycel`` command line: ``pycel run`` against the engine and the reference
+evaluator, the output formats, CSV and Parquet input, chunking, errors and exit codes, and
+``pycel explain``.
+
+Most tests call ``pycel.cli.main([...])`` in-process (capsys); a few run
+``python -m pycel`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from ceql_paper_queries import OTHER_OPERATORS, S3_LITERAL, STOCK_DECLARATION, stock_query
+
+import pycel
+from pycel import ceql
+from pycel.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "data"
+NAMES = ("INTC", "RIMM", "QQQ", "MSFT", "ORCL", "CSCO", "AMAT")
+
+Row = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def stock_csv(path: Path, n: int, seed: int = 1, *, step: tuple[int, int] = (50, 900)) -> pd.DataFrame:
+    """A seeded CORE-style stock CSV (header row, event type first) and its DataFrame."""
+    rng = random.Random(seed)
+    rows = []
+    t = 1000
+    for _ in range(n):
+        rows.append(
+            {
+                "event_type": rng.choice(("BUY", "SELL")),
+                "name": rng.choice(NAMES),
+                "volume": rng.choice((100, 500, 1000, 4000)),
+                "price": round(rng.uniform(5, 40), 2),
+                "stock_time": t,
+            }
+        )
+        t += rng.randint(*step)
+    df = pd.DataFrame(rows)
+    df.to_csv(path, index=False)
+    return df
+
+
+@pytest.fixture
+def stock(tmp_path: Path) -> dict[str, Any]:
+    decl = tmp_path / "stocks.ceql"
+    decl.write_text(STOCK_DECLARATION)
+    query = tmp_path / "s3.ceql"
+    query.write_text(S3_LITERAL)
+    data = tmp_path / "stocks.csv"
+    df = stock_csv(data, 400)
+    return {"dir": tmp_path, "decl": str(decl), "query": str(query), "data": str(data), "df": df}
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows_of_jsonl(text: str, variables: list[str] | None = None) -> list[Row]:
+    rows = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        start, end = obj.pop("start"), obj.pop("end")
+        rows.append((start, end, tuple(sorted((v, tuple(p)) for v, p in obj.items() if p))))
+    return rows
+
+
+def rows_of_matches(matches: pycel.Matches) -> list[Row]:
+    return [(m.start, m.end, m.valuation) for m in matches]
+
+
+def engine_rows(decl_text: str, query_text: str, data: Any) -> list[Row]:
+    decl = ceql.parse_declaration(decl_text)
+    pattern = ceql.parse_query(query_text, decl)
+    return rows_of_matches(pycel.compile(pattern, types=decl.values()).run(data))
+
+
+# -- pycel run: agreement with the engine and the reference ------------------------------------
+
+
+def test_jsonl_equals_the_engine(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-f", "jsonl"
+    )
+    assert code == 0, err
+    expected = engine_rows(STOCK_DECLARATION, S3_LITERAL, stock["df"])
+    assert expected, "the generated stream should have S3 matches"
+    assert rows_of_jsonl(out) == expected
+    first = json.loads(out.splitlines()[0])
+    assert list(first) == ["start", "end", "T1", "T2", "T3"]  # pattern order
+
+
+def test_small_file_equals_the_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    decl, query, data = EXAMPLES / "stocks.ceql", EXAMPLES / "s3.ceql", EXAMPLES / "stocks.csv"
+    code, out, _ = cli(capsys, "run", "-d", decl, "--query", query, data, "-f", "jsonl", "--chunk-size", "5")
+    assert code == 0
+    types = ceql.parse_declaration(decl.read_text())
+    pattern = ceql.parse_query(query.read_text(), types)
+    expected = rows_of_matches(pycel.reference.evaluate(pattern, pd.read_csv(data)))
+    assert len(expected) == 4
+    assert sorted(rows_of_jsonl(out)) == sorted(expected)
+
+
+@pytest.mark.parametrize("name", ["S3", "S6", "Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7"])
+def test_core_paper_queries_on_a_generated_stream(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = {"S3": stock_query(3), "S6": stock_query(6, window=40000), **OTHER_OPERATORS}[name]
+    decl, query, data = tmp_path / "d.ceql", tmp_path / "q.ceql", tmp_path / "e.csv"
+    decl.write_text(STOCK_DECLARATION)
+    query.write_text(text)
+    df = stock_csv(data, 600, seed=3, step=(20, 300))
+    expected = engine_rows(STOCK_DECLARATION, text, df)
+    for chunk in ("1000", "7"):
+        code, out, err = cli(
+            capsys, "run", "-d", decl, "--query", query, data, "-f", "jsonl", "--chunk-size", chunk
+        )
+        assert code == 0, err
+        assert sorted(rows_of_jsonl(out)) == sorted(expected)
+    if name in ("S3", "Q1", "Q4", "Q7"):
+        assert expected  # these shapes have matches on this stream
+
+
+def test_chunked_reading_equals_one_chunk(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    query = (
+        "SELECT * FROM S WHERE SELL AS s ; (BUY OR SELL)+ AS b ; BUY AS e "
+        "FILTER s[name = 'INTC'] AND b[name = 'QQQ'] AND e[name = 'RIMM'] WITHIN 30 EVENTS"
+    )
+    outputs = []
+    for chunk in ("7", "100000"):
+        code, out, _ = cli(
+            capsys,
+            "run",
+            "-d",
+            stock["decl"],
+            "--query",
+            query,
+            stock["data"],
+            "-f",
+            "jsonl",
+            "--chunk-size",
+            chunk,
+        )
+        assert code == 0
+        outputs.append(sorted(rows_of_jsonl(out)))
+    assert outputs[0] == outputs[1]
+    assert outputs[0] == sorted(engine_rows(STOCK_DECLARATION, query, stock["df"]))
+    assert any(len(dict(v)["b"]) > 1 for _, _, v in outputs[0])  # Kleene matches span chunks
+
+
+def test_limit_rows(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    for limit in ("0", "1", "150"):
+        code, out, err = cli(
+            capsys,
+            "run",
+            "-d",
+            stock["decl"],
+            "--query",
+            stock["query"],
+            stock["data"],
+            "-f",
+            "jsonl",
+            "--limit-rows",
+            limit,
+            "--chunk-size",
+            "40",
+        )
+        assert code == 0
+        assert rows_of_jsonl(out) == engine_rows(STOCK_DECLARATION, S3_LITERAL, stock["df"].head(int(limit)))
+        assert f"{int(limit):,} events" in err
+
+
+def test_parquet_input(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    parquet = stock["dir"] / "stocks.parquet"
+    stock["df"].to_parquet(parquet, index=False)
+    _, from_csv, _ = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-f", "jsonl"
+    )
+    code, from_parquet, _ = cli(
+        capsys,
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        stock["query"],
+        parquet,
+        "-f",
+        "jsonl",
+        "--chunk-size",
+        "7",
+    )
+    assert code == 0
+    assert from_parquet and rows_of_jsonl(from_parquet) == rows_of_jsonl(from_csv)
+    code, limited, err = cli(
+        capsys,
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        stock["query"],
+        parquet,
+        "-f",
+        "jsonl",
+        "--limit-rows",
+        "150",
+        "--chunk-size",
+        "64",
+    )
+    assert code == 0 and "150 events" in err
+    assert rows_of_jsonl(limited) == engine_rows(STOCK_DECLARATION, S3_LITERAL, stock["df"].head(150))
+
+
+def test_parquet_bad_rows_are_counted_over_the_whole_file(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for row, edit, expected in (
+        (
+            57,
+            {"event_type": "TRADE"},
+            "row 58 (position 57), column 'event_type': unknown event type 'TRADE'",
+        ),
+        (80, {"stock_time": 0}, "row 81 (position 80), column 'stock_time': time goes backwards"),
+    ):
+        df = stock["df"].copy()
+        for column, value in edit.items():
+            df.loc[row, column] = value
+        parquet = stock["dir"] / f"bad{row}.parquet"
+        df.to_parquet(parquet, index=False)
+        code, _, err = cli(
+            capsys, "run", "-d", stock["decl"], "--query", stock["query"], parquet, "--chunk-size", "10"
+        )
+        assert code == 1
+        assert expected in err
+    df = stock["df"].astype({"price": str})
+    df.to_parquet(stock["dir"] / "text.parquet", index=False)
+    code, _, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["dir"] / "text.parquet"
+    )
+    assert code == 1 and "row 1 (position 0), column 'price': expected float" in err
+
+
+# -- output formats ----------------------------------------------------------------------------
+
+
+def test_text_and_csv_formats(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "-d", stock["decl"], "--query", stock["query"], stock["data"]]
+    _, jsonl, _ = cli(capsys, *args, "-f", "jsonl")
+    rows = rows_of_jsonl(jsonl)
+    code, text, _ = cli(capsys, *args)
+    assert code == 0
+    lines = text.splitlines()
+    assert len(lines) == len(rows)
+    start, end, val = rows[0]
+    assert lines[0] == f"[{start}, {end}]  " + "  ".join(f"{v}={','.join(map(str, p))}" for v, p in val)
+    code, csv_text, _ = cli(capsys, *args, "-f", "csv")
+    assert code == 0
+    table = pd.read_csv(pd.io.common.StringIO(csv_text), dtype=str)
+    assert list(table.columns) == ["start", "end", "T1", "T2", "T3"]
+    assert [(int(r.start), int(r.end)) for r in table.itertuples()] == [(s, e) for s, e, _ in rows]
+    assert table["T2"].tolist() == [str(dict(v)["T2"][0]) for _, _, v in rows]
+
+
+def test_csv_format_joins_kleene_positions_and_leaves_unbound_empty(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = (
+        "SELECT * FROM S WHERE (SELL AS s ; BUY+ AS b) OR BUY AS o "
+        "FILTER s[name = 'INTC'] AND b[name = 'QQQ'] WITHIN 12 EVENTS"
+    )
+    code, out, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "csv")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "start,end,s,BUY,b,o"  # pattern order (BUY+ binds BUY too)
+    cells = [line.split(",") for line in lines[1:]]
+    assert any(" " in c[4] and c[5] == "" for c in cells)  # several b positions, o unbound
+    assert any(c[2] == c[3] == c[4] == "" and c[5] for c in cells)  # only o bound
+    code, jsonl, _ = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "jsonl")
+    obj = json.loads(jsonl.splitlines()[0])
+    assert set(obj) == {"start", "end", "s", "BUY", "b", "o"}  # every variable, [] when unbound
+
+
+def test_select_projects_columns_in_select_order(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = S3_LITERAL.replace("SELECT *", "SELECT T3, T1")
+    code, out, _ = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "csv")
+    assert code == 0
+    assert out.splitlines()[0] == "start,end,T3,T1"
+
+
+def test_variables_named_start_and_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "e.csv"
+    data.write_text("event_type,x\nA,1\nB,2\n")
+    decl = "CREATE STREAM S { EVENT A { x: int }, EVENT B { x: int } }"
+    code, out, _ = cli(
+        capsys,
+        "run",
+        "-d",
+        decl,
+        "--query",
+        "SELECT * FROM S WHERE A AS start ; B AS end",
+        data,
+        "-f",
+        "jsonl",
+    )
+    assert code == 0
+    assert json.loads(out) == {"start": 0, "end": 1, "var.start": [0], "var.end": [1]}
+
+
+def test_output_file_and_summary(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    target = stock["dir"] / "out.jsonl"
+    code, out, err = cli(
+        capsys,
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        stock["query"],
+        stock["data"],
+        "-f",
+        "jsonl",
+        "-o",
+        target,
+    )
+    assert code == 0 and out == ""
+    n = len(target.read_text().splitlines())
+    assert err.startswith("pycel: 400 events, ")
+    assert f"{n} matches in " in err and "events/s" in err
+    code, out, err = cli(capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-q")
+    assert code == 0 and err == "" and len(out.splitlines()) == n
+
+
+def test_progress_line(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(
+        capsys,
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        stock["query"],
+        stock["data"],
+        "--progress",
+        "--chunk-size",
+        "50",
+        "-q",
+    )
+    assert code == 0
+    assert err.startswith("\r") and "%" in err and "events/s" in err
+    assert err.endswith("\r")  # cleared; no summary with -q
+    _, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"])
+    assert "\r" not in err  # stderr is not a terminal here
+
+
+# -- input variants ----------------------------------------------------------------------------
+
+
+def test_inline_declaration_and_query_and_combined_file(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, expected, _ = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-f", "jsonl"
+    )
+    code, inline, _ = cli(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", S3_LITERAL, stock["data"], "-f", "jsonl"
+    )
+    assert code == 0 and inline == expected
+    combined = stock["dir"] / "both.ceql"
+    combined.write_text(STOCK_DECLARATION + "\n-- the query\n" + S3_LITERAL)
+    code, both, _ = cli(capsys, "run", "--query", combined, stock["data"], "-f", "jsonl")
+    assert code == 0 and both == expected
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", combined, stock["data"])
+    assert code == 2 and "drop --declaration" in err
+
+
+def test_positional_rows_without_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    decl = "CREATE STREAM S { EVENT A { x: int, ok: boolean }, EVENT B { name: string, price: double } }"
+    data = tmp_path / "e.csv"
+    data.write_text("A,5,true\nB,QQQ,1.5\nA,7,0\nB,RIMM,2.5\nA,9,yes\n")
+    query = "SELECT * FROM S WHERE A AS a ; B AS b FILTER a[x > 4 AND ok] AND b[price > 1]"
+    code, out, err = cli(capsys, "run", "-d", decl, "--query", query, data, "--no-header", "-f", "jsonl")
+    assert code == 0, err
+    frame = pd.DataFrame(
+        {
+            "event_type": ["A", "B", "A", "B", "A"],
+            "x": [5, None, 7, None, 9],
+            "ok": [True, None, False, None, True],
+            "name": [None, "QQQ", None, "RIMM", None],
+            "price": [None, 1.5, None, 2.5, None],
+        }
+    )
+    expected = engine_rows(decl, query, frame)
+    assert (
+        rows_of_jsonl(out)
+        == expected
+        == [(0, 1, (("a", (0,)), ("b", (1,)))), (0, 3, (("a", (0,)), ("b", (3,))))]
+    )
+    header = tmp_path / "h.csv"
+    header.write_text("type,c1,c2\n" + data.read_text())
+    code, out2, _ = cli(capsys, "run", "-d", decl, "--query", query, header, "--positional", "-f", "jsonl")
+    assert code == 0 and out2 == out
+    code, _, err = cli(capsys, "run", "-d", decl, "--query", query, header, "-f", "jsonl")
+    assert code == 1 and "'c1'" in err and "--positional" in err
+
+
+def test_empty_cells_fall_back_to_checked_reading(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock["df"].astype({"volume": object})
+    df.loc[150, "volume"] = None  # the typed reader fails on this chunk and restarts as text
+    df.loc[260, "volume"] = "1000.0"
+    path = stock["dir"] / "holes.csv"
+    df.to_csv(path, index=False)
+    query = (
+        "SELECT * FROM S WHERE SELL AS s ; BUY AS b "
+        "FILTER s[volume >= 1000] AND b[volume = 1000] WITHIN 5 EVENTS"
+    )
+    code, out, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", query, path, "-f", "jsonl", "--chunk-size", "64"
+    )
+    assert code == 0, err
+    expected = engine_rows(STOCK_DECLARATION, query, pd.read_csv(path))
+    assert rows_of_jsonl(out) == expected
+    assert [e for _, e, _ in expected if e >= 192]  # matches after the restart are found
+
+
+def test_time_attributes_iso_and_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    decl = "CREATE STREAM S { EVENT A { t: primary_time }, EVENT B { t: primary_time } }"
+    query = "SELECT * FROM S WHERE A ; B WITHIN 2 SECONDS"
+    seconds = tmp_path / "s.csv"
+    seconds.write_text("event_type,t\nA,100\nA,101\nB,103\n")
+    code, out, err = cli(
+        capsys, "run", "-d", decl, "--query", query, seconds, "--time-unit", "s", "-f", "jsonl"
+    )
+    assert code == 0, err
+    assert rows_of_jsonl(out) == [(1, 2, (("A", (1,)), ("B", (2,))))]
+    iso = tmp_path / "iso.csv"
+    iso.write_text("event_type,t\nA,2024-01-01T00:00:00Z\nA,2024-01-01T00:00:01Z\nB,2024-01-01T00:00:03Z\n")
+    code, out2, _ = cli(capsys, "run", "-d", decl, "--query", query, iso, "-f", "jsonl")
+    assert code == 0 and out2 == out
+
+
+def test_empty_input_and_stdin(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    empty = stock["dir"] / "empty.csv"
+    empty.write_text("event_type,name,volume,price,stock_time\n")
+    code, out, err = cli(capsys, "run", "-d", stock["decl"], "--query", stock["query"], empty, "-f", "csv")
+    assert code == 0 and out == "start,end,T1,T2,T3\n" and "0 events, 0 matches" in err
+    _, expected, _ = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-f", "jsonl"
+    )
+    with open(stock["data"], "rb") as fh:
+        command = ["run", "-d", stock["decl"], "--query", stock["query"], "-", "-f", "jsonl"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "pycel", *command],
+            stdin=fh, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected
+
+
+# -- errors and exit codes ---------------------------------------------------------------------
+
+
+def test_bad_query_exits_2_with_line_and_column(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = stock["dir"] / "bad.ceql"
+    bad.write_text("SELECT * FROM S\nWHERE SELL AS s ;; BUY\n")
+    code, out, err = cli(capsys, "run", "-d", stock["decl"], "--query", bad, stock["data"])
+    assert code == 2 and out == ""
+    assert f"syntax error in {bad}:" in err and "line 2, column 18" in err
+    assert "^" in err and "Traceback" not in err
+    code, _, err = cli(
+        capsys,
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        "SELECT * FROM S WHERE SELL AS s FILTER s[cost > 1]",
+        stock["data"],
+    )
+    assert code == 2 and "unknown attribute 'cost'" in err
+    code, _, err = cli(
+        capsys,
+        "run",
+        "-d",
+        "CREATE STREAM S { EVENT A { x: nope } }",
+        "--query",
+        stock["query"],
+        stock["data"],
+    )
+    assert code == 2 and "syntax error in <declaration>" in err
+
+
+def test_unsupported_feature_exits_2_with_the_engine_message(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = "SELECT * FROM S WHERE SELL AS s : BUY AS b"
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"])
+    assert code == 2
+    decl = ceql.parse_declaration(STOCK_DECLARATION)
+    with pytest.raises(pycel.UnsupportedError) as info:
+        pycel.compile(ceql.parse_query(query, decl))
+    assert str(info.value) in err
+    code, _, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", "SELECT MAX * FROM S WHERE SELL ; BUY", stock["data"]
+    )
+    assert code == 2 and "selection strategy 'max' is not supported by the engine yet" in err
+
+
+@pytest.mark.parametrize("chunk", ["7", "100000"])
+def test_bad_rows_exit_1_naming_the_row(
+    stock: dict[str, Any], chunk: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = Path(stock["data"]).read_text().splitlines()
+    cases = {
+        # data row (1-based) -> (line edit, column, message)
+        23: (lambda f: [f[0], f[1], f[2], "cheap", f[4]], "price", "expected a number, got 'cheap'"),
+        31: (lambda f: ["TRADE", *f[1:]], "event_type", "unknown event type 'TRADE'"),
+        44: (lambda f: [f[0], f[1], "12.5", f[3], f[4]], "volume", "expected an integer, got '12.5'"),
+        52: (lambda f: [*f[:4], "0"], "stock_time", "time goes backwards"),
+    }
+    for row, (edit, column, message) in cases.items():
+        changed = list(lines)
+        changed[row] = ",".join(edit(changed[row].split(",")))
+        path = stock["dir"] / f"bad{row}.csv"
+        path.write_text("\n".join(changed) + "\n")
+        code, _, err = cli(
+            capsys, "run", "-d", stock["decl"], "--query", stock["query"], path, "--chunk-size", chunk
+        )
+        assert code == 1, err
+        assert f"data error in {path}, row {row} (position {row - 1}), column '{column}': {message}" in err
+        assert "Traceback" not in err
+
+
+def test_malformed_csv_and_missing_files(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    wide = stock["dir"] / "wide.csv"
+    wide.write_text(Path(stock["data"]).read_text().replace("\n", ",1\n", 12).replace(",1\n", "\n", 11))
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", stock["query"], wide)
+    assert code == 1 and "row 11 (position 10): row has more fields than the 5 columns" in err
+    code, _, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["dir"] / "nope.csv"
+    )
+    assert code == 2 and "cannot read" in err
+    code, _, err = cli(capsys, "run", "-d", "nope.ceql", "--query", stock["query"], stock["data"])
+    assert code == 2 and "declaration file 'nope.ceql' not found" in err
+    code, _, err = cli(capsys, "run", "--query", stock["query"], stock["data"])
+    assert code == 2 and "no declaration" in err
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], stock["data"])
+    assert code == 2 and "--query" in err
+    code, _, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "--chunk-size", "0"
+    )
+    assert code == 2 and "at least 1" in err
+
+
+def test_warnings_go_to_stderr_unless_quiet(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = "SELECT * FROM S WHERE SELL AS x ; BUY AS x WITHIN 3 EVENTS"
+    for _ in range(2):  # shown on every run, not once per process
+        code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"])
+        assert code == 0 and "pycel: warning: variables ['x'] are bound on both sides" in err
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-q")
+    assert code == 0 and err == ""
+
+
+# -- explain -----------------------------------------------------------------------------------
+
+
+def test_explain(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "explain", stock["query"], "-d", stock["decl"])
+    assert code == 0
+    assert "(((SELL AS T1 ; BUY AS T2) ; BUY AS T3) FILTER" in out
+    assert "WHERE SELL AS T1 ; BUY AS T2 ; BUY AS T3 FILTER T1[name = 'INTC']" in out
+    assert "window:       10000 [stock_time]" in out
+    assert "atoms:       3 (4 states with the start)" in out
+    assert "variables:   3 (T1, T2, T3)" in out
+    assert "deterministic automaton: 4 states (with the start), 5 transitions over 5 predicate classes" in out
+    assert out.rstrip().endswith("engine: supported")
+
+
+def test_explain_kleene_partition_and_unsupported(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(capsys, "explain", STOCK_DECLARATION + OTHER_OPERATORS["Q6"])
+    assert code == 0
+    assert "partition by: volume" in out and "consume by:   any" in out
+    code, out, _ = cli(capsys, "explain", OTHER_OPERATORS["Q7"], "-d", stock["decl"])
+    assert code == 0 and "atoms:       4" in out and "first" in out and "final" in out
+    code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL : BUY", "-d", stock["decl"])
+    assert code == 2 and "automaton: not built: contiguous sequencing" in out and "not supported" in err
+    code, out, err = cli(capsys, "explain", "SELECT NEXT * FROM S WHERE SELL ; BUY", "-d", stock["decl"])
+    assert code == 2 and "atoms:" in out and "engine: not supported: selection strategy 'next'" in out
+    code, out, _ = cli(capsys, "explain", stock_query(24), "-d", stock["decl"])
+    assert code == 0 and "not computed: 65792 predicate classes" in out
+
+
+# -- python -m pycel ---------------------------------------------------------------------------
+
+
+def test_python_dash_m_pycel_matches_in_process(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, expected, _ = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-f", "jsonl"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pycel", "run", "--declaration", stock["decl"], "--query", stock["query"],
+         stock["data"], "--format", "jsonl", "--chunk-size", "7"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert rows_of_jsonl(proc.stdout) == rows_of_jsonl(expected)
+    assert "400 events" in proc.stderr
+    command = ["run", "-d", stock["decl"], "--query", "SELECT * FROM S WHERE ;", stock["data"]]
+    bad = subprocess.run(
+        [sys.executable, "-m", "pycel", *command],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "line 1, column 23" in bad.stderr and "Traceback" not in bad.stderr
