@@ -178,23 +178,27 @@ def ht_put(HT, ctr, state, key, value):  # type: ignore[no-untyped-def]
     ctr[C_H_COUNT] += 1
 
 
+@njit(cache=True, inline="always")
+def _entry_alive(HT, U, ctr, s, lo):  # type: ignore[no-untyped-def]
+    """Whether H slot ``s`` holds a barrier or a heap root still inside the window."""
+    st = HT[H_STATE, s]
+    if st == EMPTY:
+        return False
+    v = HT[H_VAL, s]
+    if st == BARRIER:
+        return v >= lo
+    return live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo
+
+
 @njit(cache=True)
 def ht_rebuild(HT, U, ctr, lo, room):  # type: ignore[no-untyped-def]
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
     window, stale barriers) are dropped, and the table grows only if the live ones need it."""
     if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
         return HT
-    ucap = U.shape[1]
     alive = 0
     for s in range(HT.shape[1]):
-        st = HT[H_STATE, s]
-        if st == EMPTY:
-            continue
-        v = HT[H_VAL, s]
-        if st == BARRIER:
-            if v >= lo:
-                alive += 1
-        elif live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (ucap - 1)] >= lo:
+        if _entry_alive(HT, U, ctr, s, lo):
             alive += 1
     cap = HT.shape[1]
     while (alive + room) * 4 > cap:
@@ -204,16 +208,8 @@ def ht_rebuild(HT, U, ctr, lo, room):  # type: ignore[no-untyped-def]
     new = np.full((3, cap), EMPTY, dtype=np.int64)
     ctr[C_H_COUNT] = 0
     for s in range(HT.shape[1]):
-        st = HT[H_STATE, s]
-        if st == EMPTY:
-            continue
-        v = HT[H_VAL, s]
-        if st == BARRIER:
-            keep = v >= lo
-        else:
-            keep = live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (ucap - 1)] >= lo
-        if keep:
-            ht_put(new, ctr, st, HT[H_KEY, s], v)
+        if _entry_alive(HT, U, ctr, s, lo):
+            ht_put(new, ctr, HT[H_STATE, s], HT[H_KEY, s], HT[H_VAL, s])
     if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
         ctr[C_PEAK_H] = ctr[C_H_COUNT]
     return new
