@@ -34,7 +34,7 @@ from .events import Event
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
 from .jit.runtime import live_counts, run_batch
-from .jit.store import new_store
+from .jit.store import C_MAX_DEPTH, new_store
 from .matches import Matches
 from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
@@ -313,7 +313,7 @@ class Stream:
             "extend_capacity": int(self.E.shape[1]),
             "heap_capacity": int(self.U.shape[1]),
             "h_capacity": int(self.HT.shape[1]),
-            "max_heap_depth": int(self.ctr[3]),
+            "max_heap_depth": int(self.ctr[C_MAX_DEPTH]),
         }
 
 
