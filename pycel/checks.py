@@ -125,9 +125,61 @@ def _walk(node: Pattern) -> None:
         _walk(child)
 
 
+def _equality_joins(node: Pattern) -> list[Expr[bool]]:
+    """The equality joins ``x.a == y.b`` of the pattern's filters (post-filters excluded)."""
+    found = [c for c in conjuncts(node.predicate) if is_equality_join(c)] if (
+        isinstance(node, Filter) and not node.post_filter
+    ) else []
+    return found + [j for child in node.children() for j in _equality_joins(child)]
+
+
+def _join_classes(joins: list[Expr[bool]]) -> list[set[tuple[str, str]]]:
+    """Classes of (variable, attribute) pairs made equal by ``joins`` (union-find)."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(k: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    for join in joins:
+        assert isinstance(join, Compare)
+        sides = [(a.var, a.name) for a in _attrs_of(join) if a.var is not None]
+        for side in sides[1:]:
+            parent[root(side)] = root(sides[0])
+    classes: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for k in list(parent):
+        classes.setdefault(root(k), set()).add(k)
+    return list(classes.values())
+
+
+def check_hierarchical(body: Pattern) -> None:
+    """Reject correlations that are not hierarchical (PCEA paper Thm 4.1/4.2).
+
+    Each class of attributes made equal is a join variable; the occurrences it relates
+    must, for any two classes, be nested or disjoint — otherwise no unambiguous PCEA
+    evaluates the query with the delay guarantee.
+    """
+    classes = _join_classes(_equality_joins(body))
+    scopes = [(c, {var for var, _ in c}) for c in classes]
+    for k, (c1, s1) in enumerate(scopes):
+        for c2, s2 in scopes[k + 1 :]:
+            if s1 & s2 and not (s1 <= s2 or s2 <= s1):
+                show = [" = ".join(sorted(f"{v}.{a}" for v, a in c)) for c in (c1, c2)]
+                raise PatternError(
+                    f"the correlation is not hierarchical: {show[0]} relates {sorted(s1)} and "
+                    f"{show[1]} relates {sorted(s2)}; they share {sorted(s1 & s2)} but neither "
+                    "group contains the other, so no unambiguous automaton evaluates it with "
+                    "pycel's delay guarantee (PCEA paper, Theorem 4.1). Correlate all of "
+                    f"{sorted(s1 | s2)} on one attribute, or pass where(..., post_filter=True) "
+                    "to check the condition on complete matches (exact, without the guarantee)"
+                )
+
+
 def check(spec: QuerySpec) -> None:
     """Run every static check on a split query; raise PatternError on the first problem."""
     _walk(spec.body)
+    check_hierarchical(spec.body)
     bound = bound_variables(spec.body)
     types = event_types(spec.body)
     if spec.select is not None:

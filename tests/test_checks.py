@@ -162,7 +162,7 @@ def test_non_equality_multi_variable_predicate_needs_post_filter(predicate: Any)
 
 
 def test_equality_joins_and_unary_conjuncts_are_accepted() -> None:
-    run_check(seq(a, b, c).where((a.x == b.x) & (b.s == c.s) & (a.x > 1) & (c.s.like("k%"))))
+    run_check(seq(a, b, c).where((a.x == b.x) & (b.x == c.x) & (b.s == c.s) & (a.x > 1) & (c.s.like("k%"))))
     run_check(seq(a, b).where((a.x > 1) | (a.s == "k")))  # one variable: unary
     run_check(seq(a, b).where(a.x + 1 == b.x))
 
@@ -195,3 +195,39 @@ def test_safe_patterns_do_not_warn() -> None:
 def test_warning_is_reported_by_evaluate() -> None:
     with pytest.warns(PatternWarning):
         evaluate(seq(A.as_("x"), A.as_("x")), [A(), A()])
+
+
+# -- hierarchical correlation (PCEA paper Thm 4.1) ------------------------------------------
+class _J(pycel.Event):
+    x: pycel.Field[int]
+    y: pycel.Field[int]
+
+
+class _R(_J): ...
+
+
+class _S(_J): ...
+
+
+class _T(_J): ...
+
+
+_r, _s, _t = pycel.alias(_R, "r"), pycel.alias(_S, "s"), pycel.alias(_T, "t")
+
+
+def test_hierarchical_correlations_pass() -> None:
+    # Q0-shaped: x relates all three, y only s and t (nested scopes).
+    query = pycel.seq(_r, _s, _t).where((_r.x == _s.x) & (_s.x == _t.x) & (_s.y == _t.y))
+    check(split_query(query))
+    # Disjoint scopes are hierarchical too.
+    u = pycel.alias(_R, "u")
+    check(split_query(pycel.seq(_r, _s, _t, u).where((_r.x == _s.x) & (_t.y == u.y))))
+
+
+def test_non_hierarchical_correlation_is_explained() -> None:
+    query = pycel.seq(_r, _s, _t).where((_r.x == _s.x) & (_s.y == _t.y))
+    with pytest.raises(PatternError, match=r"not hierarchical: r\.x = s\.x relates \['r', 's'\]") as err:
+        check(split_query(query))
+    assert "post_filter=True" in str(err.value)
+    # As a post-filter it is accepted (and checked on complete matches).
+    check(split_query(pycel.seq(_r, _s, _t).where((_r.x == _s.x) & (_s.y == _t.y), post_filter=True)))
