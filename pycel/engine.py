@@ -40,7 +40,8 @@ from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
-_SNAPSHOT_VERSION = 1
+_STRATEGIES = ("all", "any", "strict")
+_SNAPSHOT_VERSION = 2
 
 
 class CompiledQuery:
@@ -97,9 +98,11 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     """
     spec = split_query(pattern)
     check(spec)
-    if spec.strategy not in ("all", "any"):
+    if spec.strategy not in _STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
-    nfa = build_nfa(spec.body)
+    # STRICT keeps the matches whose positions form an interval of the (partition's)
+    # stream: exactly the matches of the pattern with every ; and + made contiguous.
+    nfa = build_nfa(spec.body, strict=spec.strategy == "strict")
     if len(nfa.variables) > 63:
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     schema = Schema.for_types([*event_types(spec.body), *types])
@@ -166,6 +169,7 @@ class Stream:
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
             np.int64(q.projection_mask), np.int64(q.limit), np.int64(q.consume),
+            t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
         self.offset += len(batch)
         if tail is not None:
