@@ -33,6 +33,7 @@ from .errors import DataError, UnsupportedError
 from .events import Event
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
+from .jit.last import run_batch_last
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .matches import Matches
@@ -40,7 +41,7 @@ from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
-_STRATEGIES = ("all", "any", "strict")
+_STRATEGIES = ("all", "any", "strict", "last")
 _SNAPSHOT_VERSION = 2
 
 
@@ -66,6 +67,7 @@ class CompiledQuery:
         self.projected = spec.select is not None
         self.limit = spec.limit if spec.limit is not None else -1
         self.consume = _CONSUME[spec.consume]
+        self.spec_strategy = spec.strategy
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -164,7 +166,8 @@ class Stream:
         self.dfa.expand(self.classes.bits)
         t = self.dfa.tables()
         q = self.query
-        self.E, self.U, self.HT, se, off, var, pos = run_batch(
+        loop = run_batch_last if q.spec_strategy == "last" else run_batch
+        self.E, self.U, self.HT, se, off, var, pos = loop(
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,

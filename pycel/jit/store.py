@@ -159,15 +159,22 @@ def _hash(state, key, mask):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
-    """The value stored for (state, key), or -1."""
+def ht_find(HT, state, key):  # type: ignore[no-untyped-def]
+    """The slot of (state, key), or -1."""
     mask = HT.shape[1] - 1
     s = _hash(state, key, mask)
     while HT[H_STATE, s] != EMPTY:
         if HT[H_STATE, s] == state and HT[H_KEY, s] == key:
-            return HT[H_VAL, s]
+            return s
         s = (s + 1) & mask
     return -1
+
+
+@njit(cache=True)
+def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
+    """The value stored for (state, key), or -1."""
+    s = ht_find(HT, state, key)
+    return -1 if s < 0 else HT[H_VAL, s]
 
 
 @njit(cache=True)
