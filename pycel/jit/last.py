@@ -18,6 +18,10 @@ older node (its newest position is later), and nodes created at j are ordered by
 child's rank (a new run, with no child, ranks lowest), with equal ranks exactly for equal
 C. A new node in T replaces T's best set if it outranks it, joins it if it ties.
 
+Consumption comes first (DESIGN.md §1): consumed runs take no part in the choice. After
+an output at position p every existing run starts at or before p, so consumption simply
+ignores the best sets that start before the barrier.
+
 A best set that started before the window still outranks newer runs (the strategy picks
 before the window filters), so H keeps every entry, and its rank and max-start live in H
 itself: an extension of it is never enumerated (its max-start is below every later
@@ -135,13 +139,12 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         c = classes[j]
         k = keys[j]
         window_lo = lows[j]
-        lo = window_lo  # outputs must start at or after lo (window, then consumption)
-        if consume == 1 and ctr[C_BARRIER] + 1 > lo:
-            lo = ctr[C_BARRIER] + 1
+        alive = 0  # runs that start before alive were consumed: they no longer exist
+        if consume == 1:
+            alive = ctr[C_BARRIER] + 1
         elif consume == 2:
-            b = ht_get(HT, BARRIER, k)
-            if b >= 0 and b + 1 > lo:
-                lo = b + 1
+            alive = ht_get(HT, BARRIER, k) + 1
+        lo = max(window_lo, alive)  # outputs start at or after lo
         moves = ptr[c + 1] - ptr[c] + aptr[c + 1] - aptr[c]
         if ctr[C_H_COUNT] + moves + 2 > HT.shape[1] // 2:
             HT = ht_rebuild(HT, U, ctr, window_lo, moves + 2, True)
@@ -168,13 +171,13 @@ def run_batch_last(  # type: ignore[no-untyped-def]
             slot = -1
             if s != 0:
                 slot = ht_find(HT, s, k)
-                if slot < 0 or (contiguous and HT[H_POS, slot] == prev):
+                if slot < 0 or HT[H_MS, slot] < alive or (contiguous and HT[H_POS, slot] == prev):
                     continue
             fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
         if contiguous and prev >= 0:
             for t in range(aptr[c], aptr[c + 1]):
                 slot = ht_find(HT, asrc[t], k)
-                if slot >= 0 and HT[H_POS, slot] == prev:
+                if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
                     fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
         # Ranks: above every older node, ordered (densely) by the child's rank.
         ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
@@ -199,6 +202,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 ctr[C_BARRIER] = pos
             else:
                 ht_put(HT, ctr, BARRIER, k, pos)
+            continue  # every run so far starts at or before pos: all are consumed
         # (3) The new nodes replace or join their state's best set.
         for f in range(fired):
             d = new_d[f]
