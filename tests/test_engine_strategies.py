@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import Features, cases, event_types
 from test_engine import A, B, C, D, Ev, a, agree, b, c, d, stream  # noqa: F401
 from test_paper_examples import FIGURE_1, phi1, phi3
 
@@ -194,3 +195,22 @@ def test_generated(strategy: str, data: st.DataObject) -> None:
     seed = data.draw(st.integers(0, 10_000))
     agree(pattern, stream(n, seed))
 
+
+
+# -- the shared generators (tests/strategies.py): everything the engine supports now ------------
+_TYPES = event_types(3)
+_FEATURES = Features(
+    contiguous=True,
+    negation=True,
+    strategies=True,
+    strategy_names=("all", "strict", "last"),
+    consume=True,
+    select=True,
+)
+
+
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "60")))
+@given(case=cases(_TYPES, _FEATURES, max_len=30, nulls=True))
+def test_generated_shared(case: tuple[Pattern, list[Any]]) -> None:
+    pattern, events = case
+    agree(pattern, events)
