@@ -187,7 +187,7 @@ def _queries(draw: st.DrawFn, strategy: str) -> Pattern:
 
 
 @pytest.mark.parametrize("strategy", ["all", "strict", "last"])
-@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "60")))
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")))
 @given(data=st.data())
 def test_generated(strategy: str, data: st.DataObject) -> None:
     pattern = data.draw(_queries(strategy))
@@ -209,7 +209,7 @@ _FEATURES = Features(
 )
 
 
-@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "60")))
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")))
 @given(case=cases(_TYPES, _FEATURES, max_len=30, nulls=True))
 def test_generated_shared(case: tuple[Pattern, list[Any]]) -> None:
     pattern, events = case
