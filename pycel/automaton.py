@@ -7,6 +7,14 @@ the event with the atom's *labels* (its variable and the variables of enclosing 
 Skip-till-any-match needs no skip moves: a run may continue from any earlier position.
 Unary filters are pushed down onto the atoms whose labels they read (CORE's LP form).
 
+Contiguity (``:``, ``:+``) is a property of a follow edge: the run's next marked event
+must be the event right after its last one (of its partition). ``gap_follow`` holds the
+edges that allow skipping; an edge that both a contiguous and a non-contiguous operator
+create (``(A+):+``) allows skipping. With ``strict=True`` every edge is contiguous, which
+is exactly the STRICT selection strategy: a match's positions form an interval iff each
+of its consecutive marked events are adjacent, and each such pair is glued by one ``;``
+or ``+`` of the pattern.
+
 Example::
 
     nfa = build_nfa(split_query(seq(A, plus(B), C)).body)
@@ -41,19 +49,34 @@ class AtomState:
 
 @attrs.frozen
 class Nfa:
-    """A Glushkov automaton: runs start in ``first``, move along ``follow``, accept in ``last``."""
+    """A Glushkov automaton: runs start in ``first``, move along ``follow``, accept in
+    ``last``; ``gap_follow`` ⊆ ``follow`` are the edges that may skip events."""
 
     atoms: tuple[AtomState, ...]
     first: frozenset[int]
     last: frozenset[int]
     follow: dict[int, frozenset[int]]
     variables: tuple[str, ...]
+    gap_follow: dict[int, frozenset[int]] = attrs.field(factory=dict)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether some edge requires adjacency (the runtime then tracks fresh runs)."""
+        return any(self.follow[a] != self.gap_follow.get(a, frozenset()) for a in self.follow)
 
 
 @attrs.define
 class _Builder:
+    strict: bool = False
     atoms: list[AtomState] = attrs.field(factory=list)
     follow: dict[int, set[int]] = attrs.field(factory=dict)
+    gap_follow: dict[int, set[int]] = attrs.field(factory=dict)
+
+    def link(self, sources: frozenset[int], targets: frozenset[int], contiguous: bool) -> None:
+        for a in sources:
+            self.follow[a] |= targets
+            if not (contiguous or self.strict):
+                self.gap_follow[a] |= targets
 
     def build(
         self, node: Pattern, labels: frozenset[str], pending: tuple[Expr[bool], ...]
@@ -76,6 +99,7 @@ class _Builder:
                 )
             )
             self.follow[k] = set()
+            self.gap_follow[k] = set()
             return frozenset([k]), frozenset([k])
         if isinstance(node, As):
             return self.build(node.inner, labels | {node.var}, pending)
@@ -86,19 +110,13 @@ class _Builder:
             f2, l2 = self.build(node.right, labels, pending)
             return f1 | f2, l1 | l2
         if isinstance(node, Seq):
-            if node.contiguous:
-                raise UnsupportedError("contiguous sequencing (:) is not supported by the engine yet")
             f1, l1 = self.build(node.left, labels, pending)
             f2, l2 = self.build(node.right, labels, pending)
-            for a in l1:
-                self.follow[a] |= f2
+            self.link(l1, f2, node.contiguous)
             return f1, l2
         if isinstance(node, Plus):
-            if node.contiguous:
-                raise UnsupportedError("contiguous iteration (:+) is not supported by the engine yet")
             f, last = self.build(node.inner, labels, pending)
-            for a in last:
-                self.follow[a] |= f
+            self.link(last, f, node.contiguous)
             return f, last
         if isinstance(node, And):
             raise UnsupportedError("conjunction (&, AND) is not supported by the engine yet")
@@ -117,9 +135,10 @@ def _unary_conjuncts(node: Filter) -> tuple[Expr[bool], ...]:
     return tuple(parts)
 
 
-def build_nfa(body: Pattern) -> Nfa:
-    """Compile a CEL body (no query clauses) into a labeled Glushkov automaton."""
-    builder = _Builder()
+def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
+    """Compile a CEL body (no query clauses) into a labeled Glushkov automaton
+    (``strict``: every sequencing and iteration contiguous, the STRICT strategy)."""
+    builder = _Builder(strict)
     first, last = builder.build(body, frozenset(), ())
     variables = sorted({v for a in builder.atoms for v in a.labels})
     return Nfa(
@@ -128,4 +147,5 @@ def build_nfa(body: Pattern) -> Nfa:
         last,
         {k: frozenset(v) for k, v in builder.follow.items()},
         tuple(variables),
+        {k: frozenset(v) for k, v in builder.gap_follow.items()},
     )

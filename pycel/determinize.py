@@ -5,6 +5,12 @@ state T, an event of class c marked with label set L leads to the set of atoms b
 follow some atom of T, may read class c and carry labels L. One target per (T, c, L)
 makes the automaton unambiguous: every valuation has exactly one run.
 
+With contiguity there are two tables over the same states: ``δ_gap`` follows only the
+edges that may skip events (it also holds the start moves) and is taken by runs whose last
+event is older than the partition's previous event; ``δ_adj`` follows every edge and is
+taken by runs whose last event *is* the previous one. A run takes exactly one of them,
+so unambiguity is kept. Without contiguous edges ``δ_adj`` is empty and unused.
+
 Only classes seen in the data are expanded: when a batch brings new classes,
 :meth:`Dfa.expand` computes their transitions from every known state, and the transitions
 of the states this creates, before the runtime reads the tables.
@@ -32,8 +38,10 @@ MAX_STATES = 1 << 20
 @attrs.frozen
 class DfaTables:
     """Transitions grouped by class: class c owns entries ``ptr[c]:ptr[c+1]`` of
-    ``src``/``label``/``dst``; ``final[s]``: entering s completes a match; ``extends[s]``:
-    runs in s can still continue; ``label_masks[l]``: variables of label set l as bits."""
+    ``src``/``label``/``dst`` (δ_gap) and ``aptr[c]:aptr[c+1]`` of ``asrc``/``alabel``/
+    ``adst`` (δ_adj); ``final[s]``: entering s completes a match; ``extends[s]``: runs in
+    s can still continue, ``extends_gap[s]``: also after skipping an event;
+    ``label_masks[l]``: variables of label set l as bits."""
 
     ptr: npt.NDArray[np.int64]
     src: npt.NDArray[np.int64]
@@ -42,6 +50,11 @@ class DfaTables:
     final: npt.NDArray[np.bool_]
     extends: npt.NDArray[np.bool_]
     label_masks: npt.NDArray[np.int64]
+    aptr: npt.NDArray[np.int64]
+    asrc: npt.NDArray[np.int64]
+    alabel: npt.NDArray[np.int64]
+    adst: npt.NDArray[np.int64]
+    extends_gap: npt.NDArray[np.bool_]
 
 
 class Dfa:
@@ -54,8 +67,10 @@ class Dfa:
         self.labels: list[frozenset[str]] = []
         self.label_ids: dict[frozenset[str], int] = {}
         self.class_bits: list[int] = []
-        # moves[c] = list of (src, label, dst) for class c
+        # moves[c] / adj_moves[c] = list of (src, label, dst) for class c (δ_gap / δ_adj)
         self.moves: list[list[tuple[int, int, int]]] = []
+        self.adj_moves: list[list[tuple[int, int, int]]] = []
+        self.contiguous = nfa.contiguous
         self._tables: DfaTables | None = None
 
     def _state(self, atoms: frozenset[int]) -> int:
@@ -74,11 +89,15 @@ class Dfa:
             self.labels.append(labels)
         return lid
 
-    def _step(self, sid: int, bits: int) -> list[tuple[int, int, int]]:
-        """Transitions of state ``sid`` on a class with atom bit-vector ``bits``."""
+    def _step(self, sid: int, bits: int, adjacent: bool = False) -> list[tuple[int, int, int]]:
+        """Transitions of state ``sid`` on a class with atom bit-vector ``bits`` (δ_adj if
+        ``adjacent``, else δ_gap)."""
+        if adjacent and (sid == 0 or not self.contiguous):
+            return []
+        follow = self.nfa.follow if adjacent else self.nfa.gap_follow
         groups: dict[frozenset[str], set[int]] = {}
         for p in self.states[sid]:
-            succ = self.nfa.first if p == START else self.nfa.follow[p]
+            succ = self.nfa.first if p == START else follow[p]
             for b in succ:
                 if bits >> b & 1:
                     groups.setdefault(self.nfa.atoms[b].labels, set()).add(b)
@@ -96,25 +115,27 @@ class Dfa:
         for bits in class_bits[len(self.class_bits):]:
             self.class_bits.append(bits)
             self.moves.append([m for s in range(done_states) for m in self._step(s, bits)])
+            self.adj_moves.append([m for s in range(done_states) for m in self._step(s, bits, True)])
         # States created above need their transitions on every known class, and so on.
         while done_states < len(self.states):
             sid = done_states
             for c, bits in enumerate(self.class_bits):
                 self.moves[c].extend(self._step(sid, bits))
+                self.adj_moves[c].extend(self._step(sid, bits, True))
             done_states += 1
 
     def tables(self) -> DfaTables:
         """The transition tables as flat arrays for the runtime."""
         if self._tables is None:
-            counts = [len(m) for m in self.moves]
-            flat = [m for ms in self.moves for m in ms] or [(0, 0, 0)]
-            arr = np.array(flat, dtype=np.int64).reshape(-1, 3)
+            ptr, arr = _csr(self.moves)
+            aptr, adj = _csr(self.adj_moves)
             variables = self.nfa.variables
             masks = [sum(1 << variables.index(v) for v in ls) for ls in self.labels] or [0]
             last = self.nfa.last
             follow = self.nfa.follow
+            gap = self.nfa.gap_follow
             self._tables = DfaTables(
-                ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                ptr=ptr,
                 src=np.ascontiguousarray(arr[:, 0]),
                 label=np.ascontiguousarray(arr[:, 1]),
                 dst=np.ascontiguousarray(arr[:, 2]),
@@ -123,5 +144,20 @@ class Dfa:
                     [any(follow.get(a) for a in s if a != START) for s in self.states], dtype=np.bool_
                 ),
                 label_masks=np.array(masks, dtype=np.int64),
+                aptr=aptr,
+                asrc=np.ascontiguousarray(adj[:, 0]),
+                alabel=np.ascontiguousarray(adj[:, 1]),
+                adst=np.ascontiguousarray(adj[:, 2]),
+                extends_gap=np.array(
+                    [any(gap.get(a) for a in s if a != START) for s in self.states], dtype=np.bool_
+                ),
             )
         return self._tables
+
+
+def _csr(moves: list[list[tuple[int, int, int]]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(ptr, rows of (src, label, dst)) of per-class move lists."""
+    counts = [len(m) for m in moves]
+    flat = [m for ms in moves for m in ms] or [(0, 0, 0)]
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ptr, np.array(flat, dtype=np.int64).reshape(-1, 3)

@@ -33,6 +33,7 @@ from .errors import DataError, UnsupportedError
 from .events import Event
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
+from .jit.last import run_batch_last
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .matches import Matches
@@ -40,7 +41,8 @@ from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
-_SNAPSHOT_VERSION = 1
+_STRATEGIES = ("all", "any", "strict", "last")
+_SNAPSHOT_VERSION = 2
 
 
 class CompiledQuery:
@@ -65,6 +67,7 @@ class CompiledQuery:
         self.projected = spec.select is not None
         self.limit = spec.limit if spec.limit is not None else -1
         self.consume = _CONSUME[spec.consume]
+        self.spec_strategy = spec.strategy
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -97,9 +100,11 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     """
     spec = split_query(pattern)
     check(spec)
-    if spec.strategy not in ("all", "any"):
+    if spec.strategy not in _STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
-    nfa = build_nfa(spec.body)
+    # STRICT keeps the matches whose positions form an interval of the (partition's)
+    # stream: exactly the matches of the pattern with every ; and + made contiguous.
+    nfa = build_nfa(spec.body, strict=spec.strategy == "strict")
     if len(nfa.variables) > 63:
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     schema = Schema.for_types([*event_types(spec.body), *types])
@@ -161,11 +166,13 @@ class Stream:
         self.dfa.expand(self.classes.bits)
         t = self.dfa.tables()
         q = self.query
-        self.E, self.U, self.HT, se, off, var, pos = run_batch(
+        loop = run_batch_last if q.spec_strategy == "last" else run_batch
+        self.E, self.U, self.HT, se, off, var, pos = loop(
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
             np.int64(q.projection_mask), np.int64(q.limit), np.int64(q.consume),
+            t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
         self.offset += len(batch)
         if tail is not None:

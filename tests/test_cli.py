@@ -506,7 +506,7 @@ def test_bad_query_exits_2_with_line_and_column(
 def test_unsupported_feature_exits_2_with_the_engine_message(
     stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    query = "SELECT * FROM S WHERE SELL AS s : BUY AS b"
+    query = "SELECT * FROM S WHERE SELL AS s AND BUY AS b"
     code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"])
     assert code == 2
     decl = ceql.parse_declaration(STOCK_DECLARATION)
@@ -599,8 +599,8 @@ def test_explain_kleene_partition_and_unsupported(
     assert "partition by: volume" in out and "consume by:   any" in out
     code, out, _ = cli(capsys, "explain", OTHER_OPERATORS["Q7"], "-d", stock["decl"])
     assert code == 0 and "atoms:       4" in out and "first" in out and "final" in out
-    code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL : BUY", "-d", stock["decl"])
-    assert code == 2 and "automaton: not built: contiguous sequencing" in out and "not supported" in err
+    code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL AND BUY", "-d", stock["decl"])
+    assert code == 2 and "automaton: not built: conjunction" in out and "not supported" in err
     code, out, err = cli(capsys, "explain", "SELECT NEXT * FROM S WHERE SELL ; BUY", "-d", stock["decl"])
     assert code == 2 and "atoms:" in out and "engine: not supported: selection strategy 'next'" in out
     code, out, _ = cli(capsys, "explain", stock_query(24), "-d", stock["decl"])

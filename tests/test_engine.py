@@ -144,10 +144,9 @@ def test_compiled_query_pickles() -> None:
 @pytest.mark.parametrize(
     "pattern, message",
     [
-        (pycel.seq(a, b, contiguous=True), "contiguous"),
         (a & b, "conjunction"),
         (pycel.seq(a, b).where(a.x == b.x), "correlation"),
-        (pycel.seq(a, b).strategy("next"), "strategy"),
+        (pycel.seq(a, b).strategy("max"), "strategy"),
     ],
 )
 def test_unsupported_is_a_clear_error(pattern: Pattern, message: str) -> None:

@@ -1,15 +1,20 @@
-"""The per-event loop and the enumerator (PCEA paper Algorithm 1; DESIGN.md §3.1, §3.4).
+"""The per-event loop (PCEA paper Algorithm 1; DESIGN.md §3.1) for the ALL strategy.
 
 :func:`run_batch` processes one batch of events given their class ids, partition keys
 and window starts. For each event it (1) fires the deterministic transitions of its
-class, reading H before anything is written, (2) enumerates the matches that end here,
-(3) inserts the new nodes into H. Everything is flat arrays; the query is data (the
-transition tables), so this code is compiled once for every query (``cache=True``).
+class, reading H before anything is written, (2) enumerates the matches that end here
+(:mod:`pycel.jit.enumerate`), (3) inserts the new nodes into H. Everything is flat
+arrays; the query is data (the transition tables), so this code is compiled once for
+every query (``cache=True``).
 
-Enumeration is a depth-first walk with an explicit stack: a match is a path of extend
-nodes from the new node down to a run's first event, choosing one content per heap.
-Only heap nodes with max-start ≥ the window start are pushed, and by the heap property
-each of them leads to at least one output, so the delay is linear in the output.
+Contiguity (``:``, ``:+``, STRICT): the nodes a partition's event creates in state d go
+to a *fresh* heap H[d | FRESH, key] (its root records the event's position), and H keeps
+the partition's previous position under the reserved state PREV. At the partition's next
+event the fresh runs are adjacent and fire δ_adj (every edge); older runs, in the main
+heap H[d, key] or in a fresh heap left from an earlier event, fire δ_gap (skipping edges
+only). Each run lives in exactly one heap, so it fires exactly one of the two tables. A
+fresh heap is moved into the main heap when the state next receives fresh nodes (only
+if δ_gap can still extend it: under STRICT the main heaps stay empty).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .enumerate import _enumerate, _grow
 from .store import (
     BARRIER,
     C_BARRIER,
@@ -24,10 +30,10 @@ from .store import (
     C_H_COUNT,
     C_MAX_DEPTH,
     C_U_NEXT,
-    E_CHILD,
-    E_LABEL,
     E_MS,
     E_POS,
+    FRESH,
+    PREV,
     U_CONTENT,
     U_CREATED,
     U_LEFT,
@@ -47,96 +53,54 @@ CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
 
 @njit(cache=True)
-def _grow(a, need):  # type: ignore[no-untyped-def]
-    if need <= a.shape[0]:
-        return a
-    cap = a.shape[0] * 2
-    while cap < need:
-        cap *= 2
-    b = np.empty(cap, dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
+def _insert(U, E, ctr, root, x, lo, pos, window_lo):  # type: ignore[no-untyped-def]
+    """(U, heap_insert(root, x)) with room made first (an insertion is at most one level
+    deeper than the deepest so far)."""
+    need = ctr[C_MAX_DEPTH] + 2
+    if not has_room(U, ctr[C_U_NEXT], need, U_CREATED, window_lo):
+        U = ensure_room(U, ctr[C_U_NEXT], need, U_CREATED, window_lo)
+    return U, heap_insert(U, E, ctr, root, x, lo, pos)
 
 
 @njit(cache=True)
-def _enumerate(  # type: ignore[no-untyped-def]
-    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
-):
-    """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays."""
-    emask = E.shape[1] - 1
-    umask = U.shape[1] - 1
-    unext = ctr[C_U_NEXT]
-    emitted = 0
-    path[0] = x
+def _merge(U, E, ctr, root, other, lo, pos, window_lo, stack):  # type: ignore[no-untyped-def]
+    """(U, root ∪ contents of heap ``other`` inside the window, stack); ``other`` is small
+    (the nodes of one event)."""
     top = 0
-    child = E[E_CHILD, x & emask]
-    if child < 0:
-        depth_done = 0  # a one-event match
+    stack[0] = other
+    top = 1
+    while top > 0:
+        top -= 1
+        h = stack[top]
+        if not live(U, ctr[C_U_NEXT], h):
+            continue
+        hs = h & (U.shape[1] - 1)
+        if U[U_MS, hs] < lo:
+            continue
+        if top + 2 > stack.shape[0]:
+            stack = _grow(stack, top + 2)
+        stack[top] = U[U_LEFT, hs]
+        stack[top + 1] = U[U_RIGHT, hs]
+        top += 2
+        x = U[U_CONTENT, hs]
+        U, root = _insert(U, E, ctr, root, x, lo, pos, window_lo)
+    return U, root, stack
+
+
+@njit(cache=True, inline="always")
+def _fire(E, U, ctr, pos, lab, d, h, lo, new_x, new_d, fired):  # type: ignore[no-untyped-def]
+    """Extend the runs of heap ``h`` (-1: start a run) into state d; return the new count."""
+    if h < 0:
+        ms = pos
     else:
-        depth_done = -1
-        stack_h[0] = child
-        stack_d[0] = 1
-        top = 1
-    while emitted < budget:
-        if depth_done < 0:
-            if top == 0:
-                break
-            top -= 1
-            h = stack_h[top]
-            d = stack_d[top]
-            hs = h & umask
-            if top + 3 > stack_h.shape[0]:
-                stack_h = _grow(stack_h, top + 3)
-                stack_d = _grow(stack_d, top + 3)
-            left = U[U_LEFT, hs]
-            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-                stack_h[top] = left
-                stack_d[top] = d
-                top += 1
-            right = U[U_RIGHT, hs]
-            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-                stack_h[top] = right
-                stack_d[top] = d
-                top += 1
-            e = U[U_CONTENT, hs]
-            if d >= path.shape[0]:
-                path = _grow(path, d + 1)
-            path[d] = e
-            ch = E[E_CHILD, e & emask]
-            if ch >= 0 and live(U, unext, ch):
-                stack_h[top] = ch
-                stack_d[top] = d + 1
-                top += 1
-                continue
-            depth_done = d
-        # Emit the match path[0..depth_done].
-        if 2 * (n_out + 1) > out_se.shape[0]:
-            out_se = _grow(out_se, 2 * (n_out + 1))
-        if n_out + 2 > out_off.shape[0]:
-            out_off = _grow(out_off, n_out + 2)
-        if n_ent + (depth_done + 1) * max_labels > out_var.shape[0]:
-            out_var = _grow(out_var, n_ent + (depth_done + 1) * max_labels)
-            out_pos = _grow(out_pos, n_ent + (depth_done + 1) * max_labels)
-        for k in range(depth_done + 1):
-            e = path[k] & emask
-            m = label_masks[E[E_LABEL, e]] & proj_mask
-            p = E[E_POS, e]
-            v = 0
-            while m != 0:
-                if m & 1:
-                    out_var[n_ent] = v
-                    out_pos[n_ent] = p
-                    n_ent += 1
-                m >>= 1
-                v += 1
-        out_se[2 * n_out] = E[E_POS, path[depth_done] & emask]
-        out_se[2 * n_out + 1] = end
-        n_out += 1
-        out_off[n_out] = n_ent
-        emitted += 1
-        depth_done = -1
-    return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, emitted
+        if not live(U, ctr[C_U_NEXT], h):
+            return fired
+        ms = U[U_MS, h & (U.shape[1] - 1)]
+        if ms < lo:
+            return fired
+    new_x[fired] = new_extend(E, ctr, pos, lab, h, ms)
+    new_d[fired] = d
+    return fired + 1
 
 
 @njit(cache=True)
@@ -145,11 +109,13 @@ def run_batch(  # type: ignore[no-untyped-def]
     classes, keys, key_valid, lows, offset,
     ptr, src, label, dst, final, extends, label_masks,
     proj_mask, limit, consume,
+    aptr, asrc, alabel, adst, extends_gap, contiguous,
 ):
     """Process one batch; return the (possibly grown) store and the matches found.
 
     ``lows[j]``: the window start for the event at position ``offset + j``; ``limit``:
-    matches per end position (-1: all); ``consume``: 0 none, 1 any, 2 partition.
+    matches per end position (-1: all); ``consume``: 0 none, 1 any, 2 partition;
+    ``contiguous``: whether δ_adj (``aptr``…) is in use.
     """
     n = classes.shape[0]
     out_se = np.empty(64, dtype=np.int64)
@@ -188,6 +154,15 @@ def run_batch(  # type: ignore[no-untyped-def]
                 lo = b + 1
         first, last_t = ptr[c], ptr[c + 1]
         moves = last_t - first
+        prev = -1
+        if contiguous:
+            moves = 2 * moves + aptr[c + 1] - aptr[c]
+            # Every event of the partition moves its previous position, even one that
+            # fires nothing: it breaks the adjacency of older runs.
+            if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
+                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2)
+            prev = ht_get(HT, PREV, k)
+            ht_put(HT, ctr, PREV, k, pos)
         if moves == 0:
             continue
         # Room for this event's nodes, so nothing moves while it is processed (the checks
@@ -197,31 +172,31 @@ def run_batch(  # type: ignore[no-untyped-def]
         need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
         if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo):
             U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo)
-        if ctr[C_H_COUNT] + moves + 1 > HT.shape[1] // 2:
-            HT = ht_rebuild(HT, U, ctr, window_lo, moves + 1)
+        if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
+            HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1)
         if moves > new_x.shape[0]:
             new_x = _grow(new_x, moves)
             new_d = _grow(new_d, moves)
-        ecap = E.shape[1]
-        ucap = U.shape[1]
+        umask = U.shape[1] - 1
         # (1) Fire transitions: read H (earlier positions only).
         fired = 0
         for t in range(first, last_t):
             s = src[t]
             if s == 0:
-                child = -1
-                ms = pos
-            else:
-                h = ht_get(HT, s, k)
-                if h < 0 or not live(U, ctr[C_U_NEXT], h):
-                    continue
-                ms = U[U_MS, h & (ucap - 1)]
-                if ms < lo:
-                    continue
-                child = h
-            new_x[fired] = new_extend(E, ctr, pos, label[t], child, ms)
-            new_d[fired] = dst[t]
-            fired += 1
+                fired = _fire(E, U, ctr, pos, label[t], dst[t], -1, lo, new_x, new_d, fired)
+                continue
+            h = ht_get(HT, s, k)
+            if h >= 0:
+                fired = _fire(E, U, ctr, pos, label[t], dst[t], h, lo, new_x, new_d, fired)
+            if contiguous:
+                f = ht_get(HT, s | FRESH, k)
+                if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] != prev:
+                    fired = _fire(E, U, ctr, pos, label[t], dst[t], f, lo, new_x, new_d, fired)
+        if contiguous and prev >= 0:
+            for t in range(aptr[c], aptr[c + 1]):
+                f = ht_get(HT, asrc[t] | FRESH, k)
+                if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] == prev:
+                    fired = _fire(E, U, ctr, pos, alabel[t], adst[t], f, lo, new_x, new_d, fired)
         # (2) Enumerate the matches ending here.
         emitted = 0
         for f in range(fired):
@@ -241,10 +216,22 @@ def run_batch(  # type: ignore[no-untyped-def]
         # (3) Index the new nodes by (state, key).
         for f in range(fired):
             d = new_d[f]
-            if extends[d]:
+            if not extends[d]:
+                continue
+            if not contiguous:
                 root = ht_get(HT, d, k)
                 ht_put(HT, ctr, d, k, heap_insert(U, E, ctr, root, new_x[f], lo, pos))
-        _ = ecap
+                continue
+            fresh = ht_get(HT, d | FRESH, k)
+            if fresh >= 0 and live(U, ctr[C_U_NEXT], fresh) and U[U_CREATED, fresh & (U.shape[1] - 1)] != pos:
+                if extends_gap[d]:  # runs of an earlier event: they can only skip now
+                    U, root, stack_h = _merge(
+                        U, E, ctr, ht_get(HT, d, k), fresh, lo, pos, window_lo, stack_h
+                    )
+                    ht_put(HT, ctr, d, k, root)
+                fresh = -1
+            U, root = _insert(U, E, ctr, fresh, new_x[f], lo, pos, window_lo)
+            ht_put(HT, ctr, d | FRESH, k, root)
     return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
 
 

@@ -10,8 +10,12 @@ the window start, so it can never be followed again; otherwise the arena doubles
   bit, max-start of the content, creation position. A heap node stands for the set
   {content} ∪ left ∪ right, and its max-start is the largest in its subtree.
 * H is an open-addressing hash table ``HT[:, slot]`` from (state, key) to a heap root;
-  state -1 holds a partition's consumption barrier instead. It is rebuilt with only live
-  entries when it fills up, so it follows the window, not the number of keys ever seen.
+  reserved states hold a partition's consumption barrier (-1) or its previous event's
+  position (-3, for contiguity), and state ``s | FRESH`` the runs of state s created at
+  one event (the partition's latest, while it is the previous one). Under LAST an entry
+  also carries the rank, position and max-start of its best set. It is rebuilt with only
+  live entries when it fills up, so it follows the window, not the number of keys ever
+  seen (under LAST every entry is kept: an expired best set still outranks newer runs).
 """
 
 from __future__ import annotations
@@ -24,19 +28,22 @@ E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
 # Heap node rows
 U_CONTENT, U_LEFT, U_RIGHT, U_BIT, U_MS, U_CREATED = 0, 1, 2, 3, 4, 5
 # Hash table rows; an empty slot has state EMPTY
-H_STATE, H_KEY, H_VAL = 0, 1, 2
+H_STATE, H_KEY, H_VAL, H_RANK, H_POS, H_MS = 0, 1, 2, 3, 4, 5
+H_ROWS = 6
 EMPTY = -2
 BARRIER = -1
+PREV = -3
+FRESH = 1 << 40
 # Counters
-C_E_NEXT, C_U_NEXT, C_H_COUNT, C_MAX_DEPTH, C_BARRIER, C_LIVE_E, C_LIVE_U, C_PEAK_H = range(8)
-N_COUNTERS = 8
+C_E_NEXT, C_U_NEXT, C_H_COUNT, C_MAX_DEPTH, C_BARRIER, C_LIVE_E, C_LIVE_U, C_PEAK_H, C_RANK = range(9)
+N_COUNTERS = 9
 
 
 def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Empty arenas, hash table and counters."""
     E = np.full((4, capacity), -1, dtype=np.int64)
     U = np.full((6, capacity), -1, dtype=np.int64)
-    HT = np.full((3, capacity), EMPTY, dtype=np.int64)
+    HT = np.full((H_ROWS, capacity), EMPTY, dtype=np.int64)
     ctr = np.zeros(N_COUNTERS, dtype=np.int64)
     ctr[C_BARRIER] = -1
     return E, U, HT, ctr
@@ -152,64 +159,82 @@ def _hash(state, key, mask):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
-    """The value stored for (state, key), or -1."""
+def ht_find(HT, state, key):  # type: ignore[no-untyped-def]
+    """The slot of (state, key), or -1."""
     mask = HT.shape[1] - 1
     s = _hash(state, key, mask)
     while HT[H_STATE, s] != EMPTY:
         if HT[H_STATE, s] == state and HT[H_KEY, s] == key:
-            return HT[H_VAL, s]
+            return s
         s = (s + 1) & mask
     return -1
 
 
 @njit(cache=True)
-def ht_put(HT, ctr, state, key, value):  # type: ignore[no-untyped-def]
+def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
+    """The value stored for (state, key), or -1."""
+    s = ht_find(HT, state, key)
+    return -1 if s < 0 else HT[H_VAL, s]
+
+
+@njit(cache=True)
+def ht_slot(HT, ctr, state, key):  # type: ignore[no-untyped-def]
+    """The slot of (state, key), created (value -1) if missing; the caller ensures room."""
     mask = HT.shape[1] - 1
     s = _hash(state, key, mask)
     while HT[H_STATE, s] != EMPTY:
         if HT[H_STATE, s] == state and HT[H_KEY, s] == key:
-            HT[H_VAL, s] = value
-            return
+            return s
         s = (s + 1) & mask
     HT[H_STATE, s] = state
     HT[H_KEY, s] = key
-    HT[H_VAL, s] = value
+    HT[H_VAL, s] = -1
     ctr[C_H_COUNT] += 1
+    return s
+
+
+@njit(cache=True)
+def ht_put(HT, ctr, state, key, value):  # type: ignore[no-untyped-def]
+    HT[H_VAL, ht_slot(HT, ctr, state, key)] = value
 
 
 @njit(cache=True, inline="always")
-def _entry_alive(HT, U, ctr, s, lo):  # type: ignore[no-untyped-def]
-    """Whether H slot ``s`` holds a barrier or a heap root still inside the window."""
+def _entry_alive(HT, U, ctr, s, lo, keep_all):  # type: ignore[no-untyped-def]
+    """Whether H slot ``s`` holds a reserved position (barrier, previous event) or a heap
+    root still inside the window; with ``keep_all``, whether it holds anything."""
     st = HT[H_STATE, s]
     if st == EMPTY:
         return False
+    if keep_all:
+        return True
     v = HT[H_VAL, s]
-    if st == BARRIER:
+    if st < 0:  # a reserved entry holds a position
         return v >= lo
     return live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo
 
 
 @njit(cache=True)
-def ht_rebuild(HT, U, ctr, lo, room):  # type: ignore[no-untyped-def]
+def ht_rebuild(HT, U, ctr, lo, room, keep_all=False):  # type: ignore[no-untyped-def]
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
-    window, stale barriers) are dropped, and the table grows only if the live ones need it."""
+    window, stale positions) are dropped unless ``keep_all``, and the table grows only if
+    the live ones need it."""
     if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
         return HT
     alive = 0
     for s in range(HT.shape[1]):
-        if _entry_alive(HT, U, ctr, s, lo):
+        if _entry_alive(HT, U, ctr, s, lo, keep_all):
             alive += 1
     cap = HT.shape[1]
     while (alive + room) * 4 > cap:
         cap *= 2
     while cap > 1024 and (alive + room) * 16 < cap:
         cap //= 2
-    new = np.full((3, cap), EMPTY, dtype=np.int64)
+    new = np.full((H_ROWS, cap), EMPTY, dtype=np.int64)
     ctr[C_H_COUNT] = 0
     for s in range(HT.shape[1]):
-        if _entry_alive(HT, U, ctr, s, lo):
-            ht_put(new, ctr, HT[H_STATE, s], HT[H_KEY, s], HT[H_VAL, s])
+        if _entry_alive(HT, U, ctr, s, lo, keep_all):
+            t = ht_slot(new, ctr, HT[H_STATE, s], HT[H_KEY, s])
+            new[H_VAL:, t] = HT[H_VAL:, s]
     if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
         ctr[C_PEAK_H] = ctr[C_H_COUNT]
     return new

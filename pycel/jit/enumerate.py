@@ -1,0 +1,107 @@
+"""The enumerator (DESIGN.md §3.4): write the matches below a new node to output arrays.
+
+A match is a path of extend nodes from the new node down to a run's first event, choosing
+one content per heap. The walk is depth-first with an explicit stack; only heap nodes with
+max-start ≥ the window start are pushed, and by the heap property each of them leads to at
+least one output, so the delay is linear in the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
+
+
+@njit(cache=True)
+def _grow(a, need):  # type: ignore[no-untyped-def]
+    if need <= a.shape[0]:
+        return a
+    cap = a.shape[0] * 2
+    while cap < need:
+        cap *= 2
+    b = np.empty(cap, dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _enumerate(  # type: ignore[no-untyped-def]
+    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
+    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+):
+    """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays."""
+    emask = E.shape[1] - 1
+    umask = U.shape[1] - 1
+    unext = ctr[C_U_NEXT]
+    emitted = 0
+    path[0] = x
+    top = 0
+    child = E[E_CHILD, x & emask]
+    if child < 0:
+        depth_done = 0  # a one-event match
+    else:
+        depth_done = -1
+        stack_h[0] = child
+        stack_d[0] = 1
+        top = 1
+    while emitted < budget:
+        if depth_done < 0:
+            if top == 0:
+                break
+            top -= 1
+            h = stack_h[top]
+            d = stack_d[top]
+            hs = h & umask
+            if top + 3 > stack_h.shape[0]:
+                stack_h = _grow(stack_h, top + 3)
+                stack_d = _grow(stack_d, top + 3)
+            left = U[U_LEFT, hs]
+            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                stack_h[top] = left
+                stack_d[top] = d
+                top += 1
+            right = U[U_RIGHT, hs]
+            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                stack_h[top] = right
+                stack_d[top] = d
+                top += 1
+            e = U[U_CONTENT, hs]
+            if d >= path.shape[0]:
+                path = _grow(path, d + 1)
+            path[d] = e
+            ch = E[E_CHILD, e & emask]
+            if ch >= 0 and live(U, unext, ch):
+                stack_h[top] = ch
+                stack_d[top] = d + 1
+                top += 1
+                continue
+            depth_done = d
+        # Emit the match path[0..depth_done].
+        if 2 * (n_out + 1) > out_se.shape[0]:
+            out_se = _grow(out_se, 2 * (n_out + 1))
+        if n_out + 2 > out_off.shape[0]:
+            out_off = _grow(out_off, n_out + 2)
+        if n_ent + (depth_done + 1) * max_labels > out_var.shape[0]:
+            out_var = _grow(out_var, n_ent + (depth_done + 1) * max_labels)
+            out_pos = _grow(out_pos, n_ent + (depth_done + 1) * max_labels)
+        for k in range(depth_done + 1):
+            e = path[k] & emask
+            m = label_masks[E[E_LABEL, e]] & proj_mask
+            p = E[E_POS, e]
+            v = 0
+            while m != 0:
+                if m & 1:
+                    out_var[n_ent] = v
+                    out_pos[n_ent] = p
+                    n_ent += 1
+                m >>= 1
+                v += 1
+        out_se[2 * n_out] = E[E_POS, path[depth_done] & emask]
+        out_se[2 * n_out + 1] = end
+        n_out += 1
+        out_off[n_out] = n_ent
+        emitted += 1
+        depth_done = -1
+    return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, emitted

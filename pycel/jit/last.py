@@ -1,0 +1,220 @@
+"""The per-event loop for the LAST selection strategy (DESIGN.md §1, corrected CEL §4).
+
+LAST keeps, among the complex events C (position sets) that end at the same position,
+the maximum of ``C1 ≤ C2 iff C1 = C2 or max(C1 △ C2) ∈ C2``: walking back from the end,
+the latest position at every step, and longer beats a prefix. Every valuation with the
+chosen C is output; the window and consumption filter the choice afterwards.
+
+Why one best set per deterministic state is enough: runs in the same state T continue
+the same way, and appending the same events keeps their order (the comparison looks at
+the newest differing position, and the appended ones are equal). So the runs in T that
+can ever win are those with the best C among T's runs, and by induction they extend the
+best runs of their source states. H[T, key] therefore holds one *best set*: a heap of
+the nodes with T's best C (equal C: equal positions, several valuations), plus its
+rank, position and max-start in the entry's extra rows.
+
+Ranks are integers ordered like ≤last: every node created at position j outranks every
+older node (its newest position is later), and nodes created at j are ordered by their
+child's rank (a new run, with no child, ranks lowest), with equal ranks exactly for equal
+C. A new node in T replaces T's best set if it outranks it, joins it if it ties.
+
+Consumption comes first (DESIGN.md §1): consumed runs take no part in the choice. After
+an output at position p every existing run starts at or before p, so consumption simply
+ignores the best sets that start before the barrier.
+
+A best set that started before the window still outranks newer runs (the strategy picks
+before the window filters), so H keeps every entry, and its rank and max-start live in H
+itself: an extension of it is never enumerated (its max-start is below every later
+window), so its nodes may be recycled. Memory is one entry per (state, key), plus the
+window's nodes.
+
+Contiguity: a best set created at the partition's previous event fires δ_adj, an older
+one δ_gap (a better run ends no earlier, so if the best is not adjacent, none is).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .enumerate import _enumerate, _grow
+from .store import (
+    BARRIER,
+    C_BARRIER,
+    C_E_NEXT,
+    C_H_COUNT,
+    C_MAX_DEPTH,
+    C_RANK,
+    C_U_NEXT,
+    E_MS,
+    E_POS,
+    H_MS,
+    H_POS,
+    H_RANK,
+    H_VAL,
+    PREV,
+    U_CREATED,
+    ensure_room,
+    has_room,
+    heap_insert,
+    ht_find,
+    ht_get,
+    ht_put,
+    ht_rebuild,
+    ht_slot,
+    new_extend,
+)
+
+
+@njit(cache=True)
+def _rank(new_r, fired, order, base):  # type: ignore[no-untyped-def]
+    """Replace the child ranks new_r[:fired] by new ranks base, base + 1, … in the
+    (dense) order of the child ranks; return the next free rank."""
+    for f in range(fired):  # insertion sort of the indices by child rank (fired is small)
+        g = f
+        while g > 0 and new_r[order[g - 1]] > new_r[f]:
+            order[g] = order[g - 1]
+            g -= 1
+        order[g] = f
+    rank = base - 1
+    last = -2
+    for g in range(fired):
+        f = order[g]
+        if g == 0 or new_r[f] != last:
+            rank += 1
+            last = new_r[f]
+        new_r[f] = rank
+    return rank + 1
+
+
+@njit(cache=True, inline="always")
+def _fire(E, ctr, HT, slot, pos, lab, d, new_x, new_d, new_r, fired):  # type: ignore[no-untyped-def]
+    """Extend the best set in H slot ``slot`` (-1: start a run) into state d."""
+    if slot < 0:
+        child, crank, ms = -1, -1, pos
+    else:
+        child, crank, ms = HT[H_VAL, slot], HT[H_RANK, slot], HT[H_MS, slot]
+    new_x[fired] = new_extend(E, ctr, pos, lab, child, ms)
+    new_d[fired] = d
+    new_r[fired] = crank
+    return fired + 1
+
+
+@njit(cache=True)
+def run_batch_last(  # type: ignore[no-untyped-def]
+    E, U, HT, ctr,
+    classes, keys, key_valid, lows, offset,
+    ptr, src, label, dst, final, extends, label_masks,
+    proj_mask, limit, consume,
+    aptr, asrc, alabel, adst, extends_gap, contiguous,
+):
+    """:func:`pycel.jit.runtime.run_batch` under LAST (same arguments and results)."""
+    n = classes.shape[0]
+    out_se = np.empty(64, dtype=np.int64)
+    out_off = np.zeros(33, dtype=np.int64)
+    out_var = np.empty(64, dtype=np.int32)
+    out_pos = np.empty(64, dtype=np.int64)
+    path = np.empty(64, dtype=np.int64)
+    stack_h = np.empty(64, dtype=np.int64)
+    stack_d = np.empty(64, dtype=np.int64)
+    new_x = np.empty(64, dtype=np.int64)
+    new_d = np.empty(64, dtype=np.int64)
+    new_r = np.empty(64, dtype=np.int64)
+    order = np.empty(64, dtype=np.int64)
+    n_out = 0
+    n_ent = 0
+    budget_all = limit if limit >= 0 else 1 << 62
+    max_labels = 1
+    for lm in label_masks:
+        bits = 0
+        while lm != 0:
+            bits += lm & 1
+            lm >>= 1
+        if bits > max_labels:
+            max_labels = bits
+    for j in range(n):
+        if not key_valid[j]:
+            continue
+        pos = offset + j
+        c = classes[j]
+        k = keys[j]
+        window_lo = lows[j]
+        alive = 0  # runs that start before alive were consumed: they no longer exist
+        if consume == 1:
+            alive = ctr[C_BARRIER] + 1
+        elif consume == 2:
+            alive = ht_get(HT, BARRIER, k) + 1
+        lo = max(window_lo, alive)  # outputs start at or after lo
+        moves = ptr[c + 1] - ptr[c] + aptr[c + 1] - aptr[c]
+        if ctr[C_H_COUNT] + moves + 2 > HT.shape[1] // 2:
+            HT = ht_rebuild(HT, U, ctr, window_lo, moves + 2, True)
+        prev = -1
+        if contiguous:
+            prev = ht_get(HT, PREV, k)
+            ht_put(HT, ctr, PREV, k, pos)
+        if moves == 0:
+            continue
+        if not has_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo):
+            E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo)
+        need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
+        if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo):
+            U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo)
+        if moves > new_x.shape[0]:
+            new_x = _grow(new_x, moves)
+            new_d = _grow(new_d, moves)
+            new_r = _grow(new_r, moves)
+            order = _grow(order, moves)
+        # (1) Extend the best set of every source state (δ_adj if it is adjacent).
+        fired = 0
+        for t in range(ptr[c], ptr[c + 1]):
+            s = src[t]
+            slot = -1
+            if s != 0:
+                slot = ht_find(HT, s, k)
+                if slot < 0 or HT[H_MS, slot] < alive or (contiguous and HT[H_POS, slot] == prev):
+                    continue
+            fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+        if contiguous and prev >= 0:
+            for t in range(aptr[c], aptr[c + 1]):
+                slot = ht_find(HT, asrc[t], k)
+                if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
+                    fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
+        # Ranks: above every older node, ordered (densely) by the child's rank.
+        ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
+        best = -1
+        for f in range(fired):
+            if final[new_d[f]] and new_r[f] > best:
+                best = new_r[f]
+        # (2) Enumerate every valuation of the best complex event ending here.
+        emitted = 0
+        for f in range(fired):
+            if new_r[f] == best and final[new_d[f]] and emitted < budget_all:
+                if E[E_MS, new_x[f] & (E.shape[1] - 1)] < lo:
+                    break  # equal rank, equal C: all of them start before lo
+                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                 got) = _enumerate(
+                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                )
+                emitted += got
+        if emitted > 0 and consume != 0:
+            if consume == 1:
+                ctr[C_BARRIER] = pos
+            else:
+                ht_put(HT, ctr, BARRIER, k, pos)
+            continue  # every run so far starts at or before pos: all are consumed
+        # (3) The new nodes replace or join their state's best set.
+        for f in range(fired):
+            d = new_d[f]
+            if not extends[d]:
+                continue
+            slot = ht_slot(HT, ctr, d, k)
+            x = new_x[f]
+            if HT[H_VAL, slot] < 0 or HT[H_RANK, slot] < new_r[f]:
+                HT[H_VAL, slot] = heap_insert(U, E, ctr, -1, x, window_lo, pos)
+                HT[H_RANK, slot] = new_r[f]
+                HT[H_POS, slot] = pos
+                HT[H_MS, slot] = E[E_MS, x & (E.shape[1] - 1)]
+            elif HT[H_RANK, slot] == new_r[f]:
+                HT[H_VAL, slot] = heap_insert(U, E, ctr, HT[H_VAL, slot], x, window_lo, pos)
+    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]

@@ -1,0 +1,216 @@
+"""Contiguity (``:``, ``:+``) and the STRICT and LAST strategies in the engine, against
+the reference evaluator: hand-written cases, the CEL paper's Figure 1, and generated
+patterns and streams. NEXT and MAX are not in the engine yet: they must raise."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import Features, cases, event_types
+from test_engine import A, B, C, D, Ev, a, agree, b, c, d, stream  # noqa: F401
+from test_paper_examples import FIGURE_1, phi1, phi3
+
+import pycel
+from pycel.dsl import Pattern
+
+warnings.simplefilter("ignore", UserWarning)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+seq, plus = pycel.seq, pycel.plus
+
+CONTIGUOUS: list[Pattern] = [
+    seq(a, b, contiguous=True),
+    seq(a, b, c, contiguous=True).within(events=5),
+    seq(a, plus(b, contiguous=True), c),
+    seq(a, plus(b, contiguous=True), c, contiguous=True).within(events=6),
+    plus(plus(a), contiguous=True).within(events=5),  # the skipping edge wins
+    plus(seq(a, b, contiguous=True)).within(events=6),
+    seq(a | b, plus(c | d, contiguous=True), contiguous=True).within(events=8),
+    seq(a, seq(b, c, contiguous=True)).partition_by(Ev.x),
+    seq(a, plus(b, contiguous=True)).partition_by(Ev.x, Ev.s).within(events=9),
+    seq(a, b, contiguous=True).within(1, on=Ev.time),
+    seq(a, plus(b, contiguous=True), c).select("a", "c"),
+    seq(a, b, contiguous=True).consume("any"),
+    seq(a, b, contiguous=True).partition_by(Ev.x).consume("partition"),
+    seq(a, pycel.not_(B.where(B.x == 1)), c, contiguous=True),
+    seq(a.where(a.x > 0), (seq(b, c, contiguous=True)).as_("bc")).within(events=6),
+]
+
+
+def _with_strategy(patterns: list[Pattern], name: Any) -> list[Pattern]:
+    return [p.strategy(name) for p in patterns]
+
+
+BODIES: list[Pattern] = [
+    seq(a, b),
+    seq(a, b, c).within(events=5),
+    seq(a, plus(b), c),
+    seq(a, plus(b), c).within(events=6),
+    seq(a, plus(seq(b, plus(c))), d).within(events=7),
+    seq(a | b, plus(c | d)).within(events=6),
+    (seq(a, b) | seq(b, a) | b).within(events=3),
+    seq(a, b, c).partition_by(Ev.x).within(events=9),
+    seq(a, plus(b)).partition_by(Ev.s).within(2, on=Ev.time),
+    seq(a, plus(b), c).within(events=6).select("c"),
+    seq(a, b).consume("any"),
+    seq(a, plus(b)).partition_by(Ev.x).consume("partition"),
+    seq(a, plus(b, contiguous=True), c).partition_by(Ev.x),
+    seq(a.where(a.x > 0), plus(b), c),
+    plus(a).within(events=3),
+]
+
+CASES = CONTIGUOUS + _with_strategy(BODIES, "strict") + _with_strategy(BODIES + CONTIGUOUS, "last")
+
+
+@pytest.mark.parametrize("pattern", CASES, ids=[repr(p)[:70] for p in CASES])
+def test_engine_equals_reference(pattern: Pattern) -> None:
+    for seed in range(2):
+        agree(pattern, stream(24, seed))
+
+
+@pytest.mark.parametrize("strategy", ["strict", "last"])
+def test_limit_keeps_at_most_n_per_end(strategy: Any) -> None:
+    pattern = seq(a, plus(b | c), d).within(events=8).strategy(strategy)
+    for seed in range(3):
+        events = stream(30, seed)
+        full = pycel.reference.evaluate(pattern, events)
+        got = pycel.compile(pattern.limit(1)).run(events)
+        assert got.keys() <= full.keys()
+        assert sorted(m.end for m in got) == sorted({m.end for m in full})
+
+
+# -- the CEL paper's Figure 1 (tests/test_paper_examples.py) -------------------------------
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("all", [(1, 2), (1, 8), (5, 8)]),
+        ("last", [(1, 2), (5, 8)]),
+        ("strict", [(1, 2)]),
+    ],
+)
+def test_figure1_phi1(strategy: Any, expected: list[tuple[int, ...]]) -> None:
+    got = pycel.compile(phi1().strategy(strategy)).run(FIGURE_1)
+    assert sorted(m.positions() for m in got) == expected
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("last", {(3, 4, 6, 7)}), ("strict", set())])
+def test_figure1_phi3(strategy: Any, expected: set[tuple[int, ...]]) -> None:
+    got = pycel.compile(phi3().strategy(strategy)).run(FIGURE_1)
+    assert {m.positions() for m in got} == expected
+    assert len(got) == len(expected)
+
+
+def test_last_chooses_before_the_window() -> None:
+    """At 3, LAST prefers {0, 3} to {3}; at 4, {0, 3, 4} to everything else. The window
+    then drops them, so nothing is output (strategy before window, CORE's order)."""
+    pattern = seq(a, plus(b)) | plus(b)
+    events = [A(x=0), D(x=0), D(x=0), B(x=0), B(x=0)]
+    assert agree(pattern.within(events=2), events) == 3  # {3}, {3, 4}, {4}
+    assert agree(pattern.within(events=2).strategy("last"), events) == 0
+    assert agree(pattern.within(events=4).strategy("last"), events) == 2
+
+
+def test_last_keeps_every_valuation_of_the_chosen_events() -> None:
+    b1, b2 = pycel.alias(B, "b1"), pycel.alias(B, "b2")
+    pattern = seq(b1 | b2, b).strategy("last")
+    events = [B(x=0), B(x=0), B(x=0)]
+    got = pycel.compile(pattern).run(events)
+    # {0, 1} and, at end 2, {1, 2} (not {0, 2}), each as b1 and as b2.
+    assert sorted(m.positions() for m in got) == [(0, 1), (0, 1), (1, 2), (1, 2)]
+    assert agree(pattern, events) == 4
+
+
+def test_partition_contiguity_is_per_partition() -> None:
+    """Under PARTITION BY, ``:`` means the next event of the same partition."""
+    pattern = seq(a, b, contiguous=True)
+    events = [A(x=0), A(x=1), B(x=0), B(x=1), C(x=0), B(x=0)]
+    assert [m.positions() for m in pycel.compile(pattern.partition_by(Ev.x)).run(events)] == [(0, 2), (1, 3)]
+    assert [m.positions() for m in pycel.compile(pattern).run(events)] == [(1, 2)]
+    assert agree(pattern.partition_by(Ev.x), events) == 2
+
+
+@pytest.mark.parametrize("strategy", ["next", "max"])
+def test_unsupported_strategies_raise(strategy: Any) -> None:
+    with pytest.raises(pycel.UnsupportedError, match="strategy"):
+        pycel.compile(seq(a, b).strategy(strategy))
+
+
+def test_snapshot_restore_contiguous_and_last() -> None:
+    for pattern in (
+        seq(a, plus(b, contiguous=True), c).within(events=9).partition_by(Ev.s),
+        seq(a, plus(b), c).within(events=5).strategy("last"),
+    ):
+        events = stream(26, 4)
+        query = pycel.compile(pattern)
+        whole = query.run(events).keys()
+        for cut in range(0, len(events) + 1, 3):
+            first = query.stream()
+            got = first.push(events[:cut]).keys()
+            got |= pycel.Stream.restore(first.snapshot()).push(events[cut:]).keys()
+            assert got == whole, cut
+
+
+# -- generated patterns and streams -----------------------------------------------------------
+_LEAVES = [a, b, c, d, a.where(a.x > 0), b.where(b.s == "u")]
+
+
+def _patterns() -> st.SearchStrategy[Pattern]:
+    leaf = st.sampled_from(_LEAVES)
+
+    def grow(inner: st.SearchStrategy[Pattern]) -> st.SearchStrategy[Pattern]:
+        return st.one_of(
+            st.tuples(inner, inner, st.booleans()).map(lambda t: seq(t[0], t[1], contiguous=t[2])),
+            st.tuples(inner, inner).map(lambda t: t[0] | t[1]),
+            st.tuples(inner, st.booleans()).map(lambda t: plus(t[0], contiguous=t[1])),
+        )
+
+    return st.recursive(leaf, grow, max_leaves=4)
+
+
+@st.composite
+def _queries(draw: st.DrawFn, strategy: str) -> Pattern:
+    p = draw(_patterns())
+    window = draw(st.sampled_from(["none", "events", "time"]))
+    if window == "events":
+        p = p.within(events=draw(st.integers(1, 6)))
+    elif window == "time":
+        p = p.within(draw(st.integers(0, 2)), on=Ev.time)
+    if draw(st.booleans()):
+        p = p.partition_by(Ev.x)
+    p = p.strategy(strategy)  # type: ignore[arg-type]
+    return p.consume(draw(st.sampled_from(["none", "any", "partition"])))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["all", "strict", "last"])
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")))
+@given(data=st.data())
+def test_generated(strategy: str, data: st.DataObject) -> None:
+    pattern = data.draw(_queries(strategy))
+    n = data.draw(st.integers(0, 14))
+    seed = data.draw(st.integers(0, 10_000))
+    agree(pattern, stream(n, seed))
+
+
+
+# -- the shared generators (tests/strategies.py): everything the engine supports now ------------
+_TYPES = event_types(3)
+_FEATURES = Features(
+    contiguous=True,
+    negation=True,
+    strategies=True,
+    strategy_names=("all", "strict", "last"),
+    consume=True,
+    select=True,
+)
+
+
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")))
+@given(case=cases(_TYPES, _FEATURES, max_len=30, nulls=True))
+def test_generated_shared(case: tuple[Pattern, list[Any]]) -> None:
+    pattern, events = case
+    agree(pattern, events)
