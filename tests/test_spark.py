@@ -64,6 +64,8 @@ SUBSTREAM_PATTERNS = {
     .partition_by(Stock.name),
     "no window": (s.where(s.volume > 900) >> b.where(b.volume > 900)).partition_by(Stock.name),
     "limit and select": (s >> pycel.plus(b)).within(events=10).limit(2).select("b").partition_by(Stock.name),
+    # contiguity under partition_by: the next event of the same key
+    "contiguous": pycel.seq(s, pycel.plus(b), contiguous=True).within(events=30).partition_by(Stock.name),
 }
 
 
