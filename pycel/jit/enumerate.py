@@ -105,3 +105,17 @@ def _enumerate(  # type: ignore[no-untyped-def]
         emitted += 1
         depth_done = -1
     return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, emitted
+
+
+@njit(cache=True)
+def max_label_count(label_masks):  # type: ignore[no-untyped-def]
+    """The most variables any one label set binds (entries a path node may write)."""
+    most = 1
+    for mask in label_masks:
+        bits = 0
+        while mask != 0:
+            bits += mask & 1
+            mask >>= 1
+        if bits > most:
+            most = bits
+    return most

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .enumerate import _enumerate, _grow
+from .enumerate import _enumerate, _grow, max_label_count
 from .store import (
     BARRIER,
     C_BARRIER,
@@ -124,14 +124,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
     n_out = 0
     n_ent = 0
     budget_all = limit if limit >= 0 else 1 << 62
-    max_labels = 1
-    for lm in label_masks:
-        bits = 0
-        while lm != 0:
-            bits += lm & 1
-            lm >>= 1
-        if bits > max_labels:
-            max_labels = bits
+    max_labels = max_label_count(label_masks)
     for j in range(n):
         if not key_valid[j]:
             continue
