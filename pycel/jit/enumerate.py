@@ -119,3 +119,17 @@ def max_label_count(label_masks):  # type: ignore[no-untyped-def]
         if bits > most:
             most = bits
     return most
+
+
+@njit(cache=True)
+def new_buffers():  # type: ignore[no-untyped-def]
+    """Empty, growable output arrays (start/end pairs, offsets, variables, positions) and
+    the enumerator's path and stack, as a per-event loop starts with them."""
+    out_se = np.empty(64, dtype=np.int64)
+    out_off = np.zeros(33, dtype=np.int64)
+    out_var = np.empty(64, dtype=np.int32)
+    out_pos = np.empty(64, dtype=np.int64)
+    path = np.empty(64, dtype=np.int64)
+    stack_h = np.empty(64, dtype=np.int64)
+    stack_d = np.empty(64, dtype=np.int64)
+    return out_se, out_off, out_var, out_pos, path, stack_h, stack_d

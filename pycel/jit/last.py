@@ -37,31 +37,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .enumerate import _enumerate, _grow, max_label_count
+from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .store import (
     BARRIER,
     C_BARRIER,
-    C_E_NEXT,
     C_H_COUNT,
-    C_MAX_DEPTH,
     C_RANK,
-    C_U_NEXT,
     E_MS,
-    E_POS,
     H_MS,
     H_POS,
     H_RANK,
     H_VAL,
     PREV,
-    U_CREATED,
-    ensure_room,
-    has_room,
     heap_insert,
     ht_find,
     ht_get,
     ht_put,
     ht_rebuild,
     ht_slot,
+    make_room,
     new_extend,
 )
 
@@ -110,13 +104,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
 ):
     """:func:`pycel.jit.runtime.run_batch` under LAST (same arguments and results)."""
     n = classes.shape[0]
-    out_se = np.empty(64, dtype=np.int64)
-    out_off = np.zeros(33, dtype=np.int64)
-    out_var = np.empty(64, dtype=np.int32)
-    out_pos = np.empty(64, dtype=np.int64)
-    path = np.empty(64, dtype=np.int64)
-    stack_h = np.empty(64, dtype=np.int64)
-    stack_d = np.empty(64, dtype=np.int64)
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     new_r = np.empty(64, dtype=np.int64)
@@ -147,11 +135,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
             ht_put(HT, ctr, PREV, k, pos)
         if moves == 0:
             continue
-        if not has_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo):
-            E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo)
-        need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
-        if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo):
-            U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo)
+        E, U = make_room(E, U, ctr, moves, window_lo)
         if moves > new_x.shape[0]:
             new_x = _grow(new_x, moves)
             new_d = _grow(new_d, moves)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .enumerate import _enumerate, _grow, max_label_count
+from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .store import (
     BARRIER,
     C_BARRIER,
@@ -46,6 +46,7 @@ from .store import (
     ht_put,
     ht_rebuild,
     live,
+    make_room,
     new_extend,
 )
 
@@ -118,13 +119,7 @@ def run_batch(  # type: ignore[no-untyped-def]
     ``contiguous``: whether δ_adj (``aptr``…) is in use.
     """
     n = classes.shape[0]
-    out_se = np.empty(64, dtype=np.int64)
-    out_off = np.zeros(33, dtype=np.int64)
-    out_var = np.empty(64, dtype=np.int32)
-    out_pos = np.empty(64, dtype=np.int64)
-    path = np.empty(64, dtype=np.int64)
-    stack_h = np.empty(64, dtype=np.int64)
-    stack_d = np.empty(64, dtype=np.int64)
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     n_out = 0
@@ -160,11 +155,7 @@ def run_batch(  # type: ignore[no-untyped-def]
             continue
         # Room for this event's nodes, so nothing moves while it is processed (the checks
         # are inlined: the calls, which may replace the arrays, are rare).
-        if not has_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo):
-            E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, window_lo)
-        need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
-        if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo):
-            U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, window_lo)
+        E, U = make_room(E, U, ctr, moves, window_lo)
         if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
             HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1)
         if moves > new_x.shape[0]:

@@ -82,6 +82,20 @@ def ensure_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-d
     return B
 
 
+@njit(cache=True, inline="always")
+def make_room(E, U, ctr, moves, lo):  # type: ignore[no-untyped-def]
+    """Arenas with room for one event's nodes (``moves`` fired transitions: an extend
+    node each, and a heap insertion each at most one level deeper than any before), so
+    nothing moves while the event is processed. Inlined: the check runs per event, the
+    growth (which replaces the arrays) rarely."""
+    if not has_room(E, ctr[C_E_NEXT], moves, E_POS, lo):
+        E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, lo)
+    need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
+    if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, lo):
+        U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, lo)
+    return E, U
+
+
 @njit(cache=True)
 def new_extend(E, ctr, pos, label, child, ms):  # type: ignore[no-untyped-def]
     node = ctr[C_E_NEXT]
