@@ -36,6 +36,7 @@ from .jit.dedupe import unique_matches
 from .jit.last import run_batch_last
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
+from .joins import JoinKey, plan_joins
 from .matches import Matches
 from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
@@ -51,8 +52,11 @@ class CompiledQuery:
     Picklable (it holds plain data only), so it can be shipped to Spark executors.
     """
 
-    def __init__(self, spec: QuerySpec, nfa: Nfa, schema: Schema, text: str) -> None:
+    def __init__(
+        self, spec: QuerySpec, nfa: Nfa, schema: Schema, text: str, join_keys: tuple[JoinKey, ...] = ()
+    ) -> None:
         self.spec = spec
+        self.join_keys = join_keys
         self.nfa = nfa
         self.schema = schema
         self.text = text
@@ -67,6 +71,8 @@ class CompiledQuery:
         self.projected = spec.select is not None
         self.limit = spec.limit if spec.limit is not None else -1
         self.consume = _CONSUME[spec.consume]
+        if join_keys and self.consume == _CONSUME["partition"] and not spec.partition:
+            self.consume = _CONSUME["any"]  # one partition: the stream (the keys are joins)
         self.spec_strategy = spec.strategy
 
     def __getstate__(self) -> dict[str, Any]:
@@ -104,11 +110,28 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
-    nfa = build_nfa(spec.body, strict=spec.strategy == "strict")
+    body, join_keys = plan_joins(spec.body)
+    nfa = build_nfa(body, strict=spec.strategy == "strict")
     if len(nfa.variables) > 63:
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
+    if join_keys:
+        _check_join_clauses(spec, nfa)
     schema = Schema.for_types([*event_types(spec.body), *types])
-    return CompiledQuery(spec, nfa, schema, repr(pattern))
+    return CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
+
+
+def _check_join_clauses(spec: QuerySpec, nfa: Nfa) -> None:
+    """Reject the clauses whose meaning depends on the partition when joins are run keys
+    (a run key is finer than the partition: adjacency and consumption are per partition)."""
+    if nfa.contiguous or spec.strategy == "strict":
+        raise UnsupportedError(
+            "contiguity (:, :+, STRICT) together with an equality join is not supported by the "
+            "engine; use PARTITION BY for the correlation, or where(..., post_filter=True)"
+        )
+    if spec.consume == "partition" and spec.partition:
+        raise UnsupportedError(
+            "CONSUME BY PARTITION together with an equality join is not supported by the engine"
+        )
 
 
 class Stream:
@@ -269,21 +292,23 @@ class Stream:
         return lows, (all_p[keep], all_t[keep], float(times[-1]))
 
     def _keys(self, batch: EventBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-        """Partition key per event (an int64) and whether the event has one."""
+        """Run key per event (an int64: the partition's and the joins' values) and whether
+        the event has one."""
         n = len(batch)
-        keys = self.query.partition
-        if not keys:
+        q = self.query
+        if not q.partition and not q.join_keys:
             return np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_)
         cols = []
         valid = np.ones(n, dtype=np.bool_)
-        for k in keys:
+        for k in q.partition:
             if k not in batch.columns:
                 return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
-            col = batch.columns[k]
-            if col.dtype == np.float64:
-                col = (col + 0.0).view(np.int64)  # -0.0 and 0.0 are the same key
-            cols.append(col.astype(np.int64))
+            cols.append(_key_values(batch.columns[k], batch.schema.fields[k]))
             valid &= batch.valid[k]
+        for join in q.join_keys:
+            col, present = _join_values(batch, join)
+            cols.append(col)
+            valid &= present
         if len(cols) == 1:
             return cols[0], valid
         stacked = np.stack(cols, axis=1)
@@ -322,6 +347,38 @@ class Stream:
             "h_capacity": int(self.HT.shape[1]),
             "max_heap_depth": int(self.ctr[C_MAX_DEPTH]),
         }
+
+
+def _key_values(values: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.int64]:
+    """Column values as int64 keys: equal values, equal keys (floats by their bits, with
+    -0.0 and 0.0 the same key; strings are already dictionary codes)."""
+    if dtype == "float":
+        return (values.astype(np.float64) + 0.0).view(np.int64)
+    return values.astype(np.int64)
+
+
+def _join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The value of one join class per event, read from the attribute its type uses; an
+    event of a type the pattern does not read, or with a null value, has none."""
+    n = len(batch)
+    col = np.zeros(n, dtype=np.int64)
+    present = np.zeros(n, dtype=np.bool_)
+    for tid, supertypes in enumerate(batch.schema.supertypes):
+        names = {a for t, a in join.attributes if t in supertypes}
+        if not names:
+            continue
+        if len(names) > 1:
+            raise DataError(
+                f"event type {batch.schema.type_names[tid]!r} can be read through attributes "
+                f"{sorted(names)} of one correlation; the engine needs one"
+            )
+        attr = names.pop()
+        rows = np.flatnonzero(batch.type_ids == tid)
+        if attr not in batch.columns or not len(rows):
+            continue
+        col[rows] = _key_values(batch.columns[attr][rows], join.dtype)
+        present[rows] = batch.valid[attr][rows]
+    return col, present
 
 
 class _SubStreamEvents:

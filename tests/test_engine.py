@@ -145,7 +145,7 @@ def test_compiled_query_pickles() -> None:
     "pattern, message",
     [
         (a & b, "conjunction"),
-        (pycel.seq(a, b).where(a.x == b.x), "correlation"),
+        (pycel.seq(a, b, c).where(a.x == c.x), "correlation"),
         (pycel.seq(a, b).strategy("max"), "strategy"),
     ],
 )

@@ -1,0 +1,249 @@
+"""Normalize equality joins into run keys (DESIGN.md §3.1: equality predicates as keys).
+
+A correlation ``a.x == b.x`` is an equality predicate between occurrences. When one class
+of equal attributes constrains *every* event a match can contain, all events of a match
+carry the same value, so the engine evaluates the join exactly like PARTITION BY: runs are
+indexed in H by that value, read per event from the attribute its event type uses
+(``a.x == b.y`` reads ``x`` on a's type and ``y`` on b's). Several such classes make a
+tuple key. This keeps the per-event cost constant whatever the number of key values, and
+memory follows the window, not the number of keys seen.
+
+Correlations that leave an occurrence unconstrained (``seq(a, b, c).where(a.x == c.x)``),
+relate two attributes of one event, sit inside an iteration, or meet a negated atom are
+not run keys; they are rejected here with the way out (``post_filter=True``).
+
+Example::
+
+    body, keys = plan_joins(seq(s, b).where(s.name == b.name).within(events=9))
+    keys[0].attributes          # (('Buy', 'name'), ('Sell', 'name'))
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import attrs
+
+from .checks import is_equality_join
+from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from .errors import PatternError, UnsupportedError
+from .events import Event, event_name
+from .expr import Attr, Compare, Expr, conjuncts
+
+Side = tuple[str, str]  # (variable, attribute)
+
+
+@attrs.frozen
+class JoinKey:
+    """One class of equal attributes: for each event type of the pattern, the attribute
+    that carries the class's value (``dtype``: the common type the values compare as)."""
+
+    attributes: tuple[tuple[str, str], ...]  # (event type name, attribute), sorted
+    dtype: str
+
+    def attribute_of(self, type_name: str) -> str:
+        return dict(self.attributes)[type_name]
+
+
+@attrs.define
+class _Occurrence:
+    event: type[Event]
+    labels: frozenset[str]
+    negated: bool
+    sides: set[Side] = attrs.field(factory=set)
+
+    def show(self) -> str:
+        own = sorted(self.labels)
+        return f"{event_name(self.event)} (bound to {', '.join(own)})"
+
+
+@attrs.define
+class _Planner:
+    occurrences: list[_Occurrence] = attrs.field(factory=list)
+    parent: dict[Side, Side] = attrs.field(factory=dict)
+    dtypes: dict[Side, str] = attrs.field(factory=dict)
+
+    def root(self, side: Side) -> Side:
+        while self.parent.setdefault(side, side) != side:
+            side = self.parent[side]
+        return side
+
+    def walk(self, node: Pattern, labels: frozenset[str], iterated: bool) -> list[int]:
+        """Record the occurrences below ``node``; return their indices."""
+        if isinstance(node, (Atom, NotAtom)):
+            self.occurrences.append(_Occurrence(node.event, labels | {node.var}, isinstance(node, NotAtom)))
+            return [len(self.occurrences) - 1]
+        if isinstance(node, As):
+            return self.walk(node.inner, labels | {node.var}, iterated)
+        if isinstance(node, Plus):
+            return self.walk(node.inner, labels, True)
+        found = [k for child in node.children() for k in self.walk(child, labels, iterated)]
+        if isinstance(node, Filter) and not node.post_filter:
+            joins = join_conjuncts(node)
+            if joins:
+                _check_bound(joins, mandatory_variables(node.inner), node.inner)
+            for join in joins:
+                if iterated:
+                    raise UnsupportedError(
+                        f"correlation {join!r} is inside an iteration (+), where it relates "
+                        "the events of each repetition separately; the engine cannot run "
+                        "that as a key. Move it outside the +, or pass where(..., "
+                        "post_filter=True) (exact, without the delay guarantee)"
+                    )
+                self.add_join(join, found)
+        return found
+
+    def add_join(self, join: Expr[bool], scope: list[int]) -> None:
+        assert isinstance(join, Compare) and isinstance(join.left, Attr) and isinstance(join.right, Attr)
+        sides = _sides(join)
+        self.dtypes[sides[0]], self.dtypes[sides[1]] = join.left.dtype, join.right.dtype
+        self.parent[self.root(sides[1])] = self.root(sides[0])
+        for k in scope:
+            occ = self.occurrences[k]
+            occ.sides.update(s for s in sides if s[0] in occ.labels)
+
+
+def mandatory_variables(node: Pattern) -> set[str]:
+    """The variables every match of ``node`` binds (an OR binds only what both sides do)."""
+    if isinstance(node, (Atom, NotAtom)):
+        return {node.var}
+    if isinstance(node, Or):
+        return mandatory_variables(node.left) & mandatory_variables(node.right)
+    found = set().union(*(mandatory_variables(c) for c in node.children()))
+    return found | {node.var} if isinstance(node, As) else found
+
+
+def _sides(join: Expr[bool]) -> tuple[Side, Side]:
+    assert isinstance(join, Compare) and isinstance(join.left, Attr) and isinstance(join.right, Attr)
+    assert join.left.var is not None and join.right.var is not None
+    return (join.left.var, join.left.name), (join.right.var, join.right.name)
+
+
+def _check_bound(joins: list[Expr[bool]], mandatory: set[str], inner: Pattern) -> None:
+    """Refuse joins that a match can leave vacuous. A conjunct over a variable the match
+    does not bind holds (CEL's "for all" over no events), so ``v0.x == w.x & v1.x == w.x``
+    with ``w`` inside an OR does not relate v0 and v1; a key would. Every optional side must
+    be joined directly to a bound one, and the bound sides of a class must be connected
+    through conjuncts between bound sides."""
+    every: dict[Side, Side] = {}
+    bound: dict[Side, Side] = {}
+
+    def root(parent: dict[Side, Side], side: Side) -> Side:
+        while parent.setdefault(side, side) != side:
+            side = parent[side]
+        return side
+
+    for join in joins:
+        left, right = _sides(join)
+        optional = [v for v, _ in (left, right) if v not in mandatory]
+        if len(optional) == 2 or (optional and left[0] == right[0]):
+            raise UnsupportedError(
+                f"correlation {join!r} reads {sorted(set(optional))}, which some matches of "
+                f"{inner!r} leave unbound (an OR); there the condition holds vacuously, which "
+                "the engine cannot run as a key. Relate each of them to an occurrence every "
+                "match binds, or pass where(..., post_filter=True)"
+            )
+        every[root(every, left)] = root(every, right)
+        if not optional:
+            bound[root(bound, left)] = root(bound, right)
+    for a in every:
+        for b in every:
+            same = root(every, a) == root(every, b)
+            if same and a[0] in mandatory and b[0] in mandatory and root(bound, a) != root(bound, b):
+                raise UnsupportedError(
+                    f"in {inner!r}, {a[0]}.{a[1]} and {b[0]}.{b[1]} are related only through "
+                    "a variable some matches leave unbound (an OR), where the condition holds "
+                    "vacuously; the engine cannot run that as a key. Relate them directly, or "
+                    "pass where(..., post_filter=True)"
+                )
+
+
+def join_conjuncts(node: Filter) -> list[Expr[bool]]:
+    """The conjuncts of a filter that are equality joins ``x.a == y.b`` (attribute to
+    attribute; a join through arithmetic is not a key)."""
+    return [
+        c
+        for c in conjuncts(node.predicate)
+        if is_equality_join(c)
+        and isinstance(c, Compare)
+        and isinstance(c.left, Attr)
+        and isinstance(c.right, Attr)
+    ]
+
+
+def _common_dtype(dtypes: set[str], shown: str) -> str:
+    if len(dtypes) == 1:
+        return dtypes.pop()
+    if dtypes <= {"int", "float"}:
+        return "float"
+    raise PatternError(f"correlation {shown} compares attributes of types {sorted(dtypes)}")
+
+
+def _key_for(planner: _Planner, root: Side) -> JoinKey:
+    members = sorted(s for s in planner.parent if planner.root(s) == root)
+    shown = " == ".join(f"{v}.{a}" for v, a in members)
+    by_type: dict[type[Event], str] = {}
+    for occ in planner.occurrences:
+        if occ.negated:
+            raise UnsupportedError(
+                f"correlation {shown} with the negated atom {occ.show()} is not supported by "
+                "the engine; pass where(..., post_filter=True) (exact, without the delay "
+                "guarantee)"
+            )
+        attrs_ = {s[1] for s in occ.sides if planner.root(s) == root}
+        if not attrs_:
+            raise UnsupportedError(
+                f"correlation {shown} does not constrain {occ.show()}: the engine runs an "
+                "equality join as a key that every event of a match shares (like PARTITION "
+                "BY). Relate that occurrence too, or pass where(..., post_filter=True) to "
+                "check the condition on complete matches (exact, without the delay guarantee)"
+            )
+        if len(attrs_) > 1:
+            raise UnsupportedError(
+                f"correlation {shown} relates attributes {sorted(attrs_)} of the same event "
+                f"{occ.show()}; pass where(..., post_filter=True) to check it on complete matches"
+            )
+        attr = attrs_.pop()
+        for other, other_attr in by_type.items():
+            related = issubclass(occ.event, other) or issubclass(other, occ.event)
+            if related and other_attr != attr:
+                raise UnsupportedError(
+                    f"correlation {shown} reads {event_name(other)}.{other_attr} and "
+                    f"{event_name(occ.event)}.{attr}, and an event can be read as both; pass "
+                    "where(..., post_filter=True) to check it on complete matches"
+                )
+        by_type[occ.event] = attr
+    dtype = _common_dtype({planner.dtypes[s] for s in members}, shown)
+    return JoinKey(tuple(sorted((event_name(t), a) for t, a in by_type.items())), dtype)
+
+
+def _strip(node: Pattern) -> Pattern:
+    """``node`` without its equality-join conjuncts (the keys enforce them)."""
+    if isinstance(node, Filter) and not node.post_filter:
+        inner = _strip(node.inner)
+        joins = join_conjuncts(node)
+        rest = [c for c in conjuncts(node.predicate) if all(c is not j for j in joins)]
+        if not rest:
+            return inner
+        return Filter(inner, functools.reduce(operator.and_, rest), node.post_filter)
+    if isinstance(node, (Seq, Or, And)):
+        return attrs.evolve(node, left=_strip(node.left), right=_strip(node.right))
+    if isinstance(node, (Plus, As, Filter)):
+        return attrs.evolve(node, inner=_strip(node.inner))
+    return node
+
+
+def plan_joins(body: Pattern) -> tuple[Pattern, tuple[JoinKey, ...]]:
+    """Split the equality joins of ``body`` off as run keys: (body without them, keys).
+
+    Raises UnsupportedError, with the way out, for a correlation the engine cannot run as a
+    key. A body without equality joins comes back unchanged with no keys.
+    """
+    planner = _Planner()
+    planner.walk(body, frozenset(), False)
+    roots = sorted({planner.root(s) for s in planner.parent})
+    if not roots:
+        return body, ()
+    keys = tuple(_key_for(planner, r) for r in roots)
+    return _strip(body), keys
