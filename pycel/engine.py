@@ -38,6 +38,8 @@ from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
 from .matches import Matches
+from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
+from .postfilter import apply as apply_post_filters
 from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
@@ -51,6 +53,9 @@ class CompiledQuery:
 
     Picklable (it holds plain data only), so it can be shipped to Spark executors.
     """
+
+    #: The where(..., post_filter=True) predicates, checked on complete matches (or None).
+    post_filters: PostFilters | None = None
 
     def __init__(
         self, spec: QuerySpec, nfa: Nfa, schema: Schema, text: str, join_keys: tuple[JoinKey, ...] = ()
@@ -108,16 +113,21 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     check(spec)
     if spec.strategy not in _STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
+    body, post = split_post_filters(spec.body)
+    if post:
+        check_clauses(spec.strategy, spec.consume)
+    body, join_keys = plan_joins(body)
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
-    body, join_keys = plan_joins(spec.body)
     nfa = build_nfa(body, strict=spec.strategy == "strict")
     if len(nfa.variables) > 63:
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
     schema = Schema.for_types([*event_types(spec.body), *types])
-    return CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
+    query = CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
+    query.post_filters = PostFilters.of(post) if post else None
+    return query
 
 
 def _check_join_clauses(spec: QuerySpec, nfa: Nfa) -> None:
@@ -140,6 +150,9 @@ class Stream:
     A batch that raises (bad data, time going backwards) changes nothing; the stream
     continues as if it had not been pushed.
     """
+
+    #: Post-filter mode: the columns of the events a future match may include.
+    post_tail: Tail | None = None
 
     def __init__(self, query: CompiledQuery) -> None:
         self.query = query
@@ -189,12 +202,15 @@ class Stream:
         self.dfa.expand(self.classes.bits)
         t = self.dfa.tables()
         q = self.query
+        post = q.post_filters
         loop = run_batch_last if q.spec_strategy == "last" else run_batch
         self.E, self.U, self.HT, se, off, var, pos = loop(
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
-            np.int64(q.projection_mask), np.int64(q.limit), np.int64(q.consume),
+            # Post-filters see whole matches: project and limit after filtering.
+            np.int64(q.projection_mask if post is None else (1 << len(q.variables)) - 1),
+            np.int64(q.limit if post is None else -1), np.int64(q.consume),
             t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
         self.offset += len(batch)
@@ -205,12 +221,35 @@ class Stream:
         if gpos is not None:
             starts, ends, pos, source = self._to_global(gpos, starts, ends, pos, batch)
         matches = Matches(starts, ends, off, var, pos, q.variables, source)
+        if post is not None:
+            at = gpos if gpos is not None else np.arange(batch.offset, batch.offset + len(batch))
+            matches, self.post_tail = apply_post_filters(
+                post, self.post_tail or Tail(), batch, at.astype(np.int64), matches, self.schema,
+                self._post_keep_from(), q.projection_mask,
+            )
+            starts, ends, off, var, pos = (
+                matches.starts, matches.ends, matches.offsets, matches.var_ids, matches.positions
+            )
         if q.projected:
             keep = unique_matches(starts, ends, off, var, pos)
             if len(keep) < len(starts):
                 matches = _take(matches, keep)
+        if post is not None and q.limit >= 0:
+            matches = limit_per_end(matches, q.limit)
         self.seconds += time.perf_counter() - began
         return matches
+
+    def _post_keep_from(self) -> int:
+        """The first position a future match may include (what the post-filter tail keeps):
+        all without a window (the tail then grows with the stream)."""
+        q = self.query
+        if self.global_map is not None:  # sub-stream: _to_global kept what a window may reach
+            return int(self.global_map[0]) if len(self.global_map) else 0
+        if q.window_unit == "events":
+            return self.offset - int(q.window_size)
+        if q.window_unit is not None and len(self.tail_pos):
+            return int(self.tail_pos[0])
+        return 0
 
     def _check_positions(self, positions: npt.ArrayLike | None, n: int) -> npt.NDArray[np.int64] | None:
         """``positions`` as int64, checked against the stream's mode and past positions."""
