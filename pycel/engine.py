@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from .automaton import Nfa, build_nfa
 from .checks import check, event_types
+from .conjunction import expand_conjunctions
 from .determinize import Dfa
 from .errors import DataError, UnsupportedError
 from .events import Event
@@ -104,7 +105,8 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
-    nfa = build_nfa(spec.body, strict=spec.strategy == "strict")
+    # AND runs as an OR of interleavings (pycel/conjunction.py); checks saw the original.
+    nfa = build_nfa(expand_conjunctions(spec.body), strict=spec.strategy == "strict")
     if len(nfa.variables) > 63:
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     schema = Schema.for_types([*event_types(spec.body), *types])
