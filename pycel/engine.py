@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from .automaton import Nfa, build_nfa
 from .checks import check, event_types
+from .conjunction import expand_conjunctions
 from .determinize import Dfa
 from .errors import DataError, UnsupportedError
 from .events import Event
@@ -116,7 +117,8 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     body, post = split_post_filters(spec.body)
     if post:
         check_clauses(spec.strategy, spec.consume)
-    body, join_keys = plan_joins(body)
+    # AND runs as an OR of interleavings (pycel/conjunction.py); checks saw the original.
+    body, join_keys = plan_joins(expand_conjunctions(body))
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
     nfa = build_nfa(body, strict=spec.strategy == "strict")

@@ -144,7 +144,7 @@ def test_compiled_query_pickles() -> None:
 @pytest.mark.parametrize(
     "pattern, message",
     [
-        (a & b, "conjunction"),
+        (pycel.plus(a) & b, "AND between sequences of single events"),
         (pycel.seq(a, b, c).where(a.x == c.x), "correlation"),
         (pycel.seq(a, b).strategy("max"), "strategy"),
     ],
