@@ -20,6 +20,7 @@ from ..automaton import AtomState, Nfa, build_nfa
 from ..ceql import Declaration, to_ceql
 from ..checks import check
 from ..determinize import Dfa
+from ..engine import CompiledQuery
 from ..engine import compile as compile_query
 from ..errors import PatternError, UnsupportedError
 from ..ingest import Schema
@@ -127,6 +128,16 @@ def determinized(nfa: Nfa, declaration: Declaration) -> str:
     )
 
 
+def _correlation(query: CompiledQuery) -> list[str]:
+    """How the engine runs the query's correlations: run keys and post-filters."""
+    lines = [
+        "key " + ", ".join(f"{t}.{a}" for t, a in key.attributes) for key in query.join_keys
+    ]
+    if query.post_filters is not None:
+        lines += [f"post-filter {c!r}" for c in query.post_filters.conjuncts]
+    return lines or ["none"]
+
+
 def explain(loaded: Loaded) -> tuple[str, str | None]:
     """(the explanation, the reason the engine rejects the query or None)."""
     pattern, decl = loaded.pattern, loaded.declaration
@@ -140,10 +151,18 @@ def explain(loaded: Loaded) -> tuple[str, str | None]:
     problem: str | None = None
     try:
         check(spec)
-        nfa = build_nfa(spec.body)
+        # The engine's automaton (AND expanded, joins as keys, post-filters split off);
+        # when the engine refuses the query, the plain automaton of the body if it exists.
+        query = compile_query(pattern, types=decl.values())
+        nfa = query.nfa
+        out += ["", "correlation:"] + [f"  {line}" for line in _correlation(query)]
     except (PatternError, UnsupportedError) as err:
-        out += ["", f"automaton: not built: {err}"]
-        return "\n".join(out) + "\n", str(err)
+        problem = str(err)
+        try:
+            nfa = build_nfa(spec.body)
+        except (PatternError, UnsupportedError):
+            out += ["", f"automaton: not built: {err}"]
+            return "\n".join(out) + "\n", str(err)
     moves = len(nfa.first) + sum(len(f) for f in nfa.follow.values())
     out += [
         "",
@@ -155,10 +174,5 @@ def explain(loaded: Loaded) -> tuple[str, str | None]:
     header = ["atom", "reads", "binds", "filters", "next", ""]
     out += _table([header, *(_atom_row(nfa, a) for a in nfa.atoms)])
     out += ["", f"deterministic automaton: {determinized(nfa, decl)}"]
-    try:
-        compile_query(pattern, types=decl.values())
-        out += ["", "engine: supported"]
-    except (PatternError, UnsupportedError) as err:
-        problem = str(err)
-        out += ["", f"engine: not supported: {err}"]
+    out += ["", f"engine: not supported: {problem}" if problem else "engine: supported"]
     return "\n".join(out) + "\n", problem
