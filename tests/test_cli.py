@@ -506,7 +506,7 @@ def test_bad_query_exits_2_with_line_and_column(
 def test_unsupported_feature_exits_2_with_the_engine_message(
     stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    query = "SELECT * FROM S WHERE SELL AS s AND BUY AS b"
+    query = "SELECT * FROM S WHERE (SELL AS s)+ AND BUY AS b"
     code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"])
     assert code == 2
     decl = ceql.parse_declaration(STOCK_DECLARATION)

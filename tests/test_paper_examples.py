@@ -399,6 +399,38 @@ def test_pcea_example_3_3_parallelized_runs() -> None:
     assert [(m.start, m.end) for m in matches] == [(0, 5), (1, 5)]
 
 
+def _engine(pattern: pycel.Pattern, events: list[Any]) -> pycel.Matches:
+    """The engine's matches, checked equal to the reference's."""
+    got = pycel.compile(pattern).run(events)
+    assert got.keys() == evaluate(pattern, events).keys()
+    return got
+
+
+# The engine runs a class of equal attributes as a run key only when it constrains every
+# event (pycel/joins.py); Q0's y (S.b = R.b) leaves T out, so the engine runs x as the key
+# and y as an explicit post-filter (exact, without the delay guarantee: docs/correlation.md).
+def test_engine_pcea_q0_with_y_as_post_filter() -> None:
+    t, s, r = pycel.alias(PceaT, "T"), pycel.alias(PceaS, "S"), pycel.alias(PceaR, "R")
+    with pytest.raises(pycel.UnsupportedError, match="does not constrain T"):
+        pycel.compile(q0())
+    pattern = (t & s & r).where((t.a == s.a) & (s.a == r.a)).where(s.b == r.b, post_filter=True)
+    matches = _engine(pattern, S0)
+    assert sorted(m.positions() for m in matches) == [(0, 1, 5), (1, 3, 5)]  # η1, η0
+    assert {m.end for m in matches} == {5}  # nothing new at 6
+    stream = pycel.compile(pattern).stream()
+    assert [len(stream.push(S0[k : k + 1])) for k in range(len(S0))] == [0, 0, 0, 0, 0, 2, 0, 0]
+
+
+def test_engine_pcea_example_2_1_and_3_3() -> None:
+    t, s, r = pycel.alias(PceaT, "t"), pycel.alias(PceaS, "s"), pycel.alias(PceaR, "r")
+    keyed = (t.a == s.a) & (s.a == r.a)
+    c0 = pycel.seq(t, s, r).where(keyed).where(s.b == r.b, post_filter=True)
+    assert complex_events(_engine(c0, S0)) == [(1, 3, 5)]
+    p0 = pycel.seq(t & s, r).where(keyed).where(s.b == r.b, post_filter=True).as_("bullet").select("bullet")
+    matches = _engine(p0, S0)
+    assert sorted(m.variables["bullet"] for m in matches) == [(0, 1, 5), (1, 3, 5)]  # τ1, τ0
+
+
 # =========================================================================================
 # RMA paper (rma-symbolic-automata-with-memory.txt), Section 3, Table 1 and Expression (1)
 # =========================================================================================

@@ -208,6 +208,14 @@ BATCH_PATTERNS = {
     .within(events=15)
     .partition_by(Stock.name),
     "limit, select": (s >> pycel.plus(b)).within(events=8).limit(2).select("b").partition_by(Stock.name),
+    # an equality join runs as a key inside the one group; a post-filter after the loop
+    "equality join": (s.where(s.volume > 800) >> b.where(b.volume > 800))
+    .where(s.name == b.name)
+    .within(events=30),
+    "post-filter": (s >> b)
+    .where(s.volume < b.volume, post_filter=True)
+    .within(events=6)
+    .partition_by(Stock.name),
 }
 
 

@@ -64,8 +64,12 @@ def compile_pattern(pattern: PatternArg, types: TypesArg = ()) -> CompiledQuery:
 
 
 def columns_read(query: CompiledQuery) -> set[str]:
-    """The attributes the pattern's predicates, partition and window read."""
+    """The attributes the pattern's predicates, partition, join keys, post-filters and
+    window read."""
     found: set[str] = set(query.partition)
+    found.update(attr for key in query.join_keys for _, attr in key.attributes)
+    if query.post_filters is not None:
+        found.update(query.post_filters.attributes)
     if query.time_attribute is not None:
         found.add(query.time_attribute)
 
