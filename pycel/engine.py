@@ -166,7 +166,12 @@ class Stream:
         self.last_time: float | None = None
         self.tail_pos = np.zeros(0, dtype=np.int64)
         self.tail_time = np.zeros(0, dtype=np.float64)
+        # Multi-column keys: tuple → id, and the last position each tuple was seen at (so
+        # tuples that left every window can be forgotten: memory follows the window).
         self.key_ids: dict[tuple[int, ...], int] = {}
+        self.key_last: dict[tuple[int, ...], int] = {}
+        self.next_key_id = 0
+        self.keys_kept = 0  # tuples left after the last forgetting pass
         self.seconds = 0.0  # time spent in push, for reports
         # Sub-stream mode (push(..., positions=...)): the global position of the events at
         # local positions global_base, global_base + 1, ...; None until then.
@@ -216,6 +221,8 @@ class Stream:
             t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
         self.offset += len(batch)
+        if q.window_unit is not None and len(lows):
+            self._forget_keys(int(lows[-1]))
         if tail is not None:
             self.tail_pos, self.tail_time, self.last_time = tail
         starts, ends = se[0::2].copy(), se[1::2].copy()
@@ -354,11 +361,27 @@ class Stream:
             return cols[0], valid
         stacked = np.stack(cols, axis=1)
         uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        ids = np.array(
-            [self.key_ids.setdefault(tuple(row), len(self.key_ids)) for row in uniq.tolist()],
-            dtype=np.int64,
-        )
-        return ids[inverse.reshape(-1)], valid
+        inverse = inverse.reshape(-1)
+        last = np.full(len(uniq), -1, dtype=np.int64)
+        np.maximum.at(last, inverse[valid], np.flatnonzero(valid) + batch.offset)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for u, (row, seen) in enumerate(zip(map(tuple, uniq.tolist()), last.tolist(), strict=True)):
+            if row not in self.key_ids:
+                self.key_ids[row] = self.next_key_id
+                self.next_key_id += 1
+            ids[u] = self.key_ids[row]
+            self.key_last[row] = max(seen, self.key_last.get(row, -1))
+        return ids[inverse], valid
+
+    def _forget_keys(self, window_start: int) -> None:
+        """Drop the multi-column key tuples last seen before ``window_start`` (no later
+        match can include those events; a tuple seen again gets a fresh id). Not under
+        LAST, whose best sets outrank newer runs for ever."""
+        if len(self.key_ids) < 4096 + 2 * self.keys_kept or self.query.spec_strategy == "last":
+            return
+        for row in [r for r, seen in self.key_last.items() if seen < window_start]:
+            del self.key_ids[row], self.key_last[row]
+        self.keys_kept = len(self.key_ids)
 
     # -- state ---------------------------------------------------------------------------
     def snapshot(self) -> bytes:
@@ -373,6 +396,10 @@ class Stream:
             raise DataError(f"snapshot version {version} is not supported (expected {_SNAPSHOT_VERSION})")
         stream = cls.__new__(cls)
         stream.__dict__.update(state)
+        if "key_last" not in state:  # a snapshot from before key forgetting
+            stream.key_last = dict.fromkeys(stream.key_ids, stream.offset)
+            stream.next_key_id = len(stream.key_ids)
+            stream.keys_kept = 0
         return stream
 
     def stats(self) -> dict[str, int]:

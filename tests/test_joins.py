@@ -346,3 +346,35 @@ def test_memory_follows_the_window_as_keys_churn() -> None:
     assert st.offset == 8 * chunk
     assert peaks[-1] == peaks[2], peaks
     assert peaks[-1][2] <= 16 * 1024, peaks
+
+
+def test_tuple_keys_are_forgotten_as_they_leave_the_window() -> None:
+    """Two classes make a tuple key (a dictionary of tuples): it forgets the tuples that
+    left every window, so it too follows the window while keys churn."""
+    a, c, bb = pycel.alias(J0, "a"), pycel.alias(J2, "c"), pycel.alias(J1, "bb")
+    joined = (a.x == bb.x) & (c.x == a.x) & (a.y == bb.y) & (c.y == a.y)
+    query = pycel.compile(pycel.seq(a, bb, c).where(joined).within(events=1000))
+    st = query.stream()
+    rng = np.random.default_rng(2)
+    ids = np.array([st.schema.type_names.index(n) for n in ("J0", "J1", "J2")])
+    sizes, peaks = [], []
+    chunk = 250_000
+    for k in range(6):
+        pos = np.arange(k * chunk, (k + 1) * chunk)
+        batch = _keyed_batch(
+            st.schema,
+            k * chunk,
+            ids[rng.choice(3, size=chunk)],
+            pos // 2 + rng.integers(0, 1000, size=chunk),
+        )
+        batch.columns["y"] = rng.integers(0, 2, size=chunk)
+        st.push(batch)
+        sizes.append(len(st.key_ids))
+        stats = st.stats()
+        peaks.append((stats["extend_capacity"], stats["heap_capacity"], stats["h_capacity"]))
+    # ~126k distinct tuples per chunk; after each push only those of the last window stay
+    assert max(sizes) <= 1000, sizes
+    assert peaks[-1] == peaks[2], peaks
+    whole = pycel.seq(a, bb, c).where(joined).within(events=5)
+    sample = [J0(x=1, y=0), J1(x=1, y=0), J1(x=1, y=1), J2(x=1, y=0), J2(x=1, y=1)]
+    assert _same(whole, sample) == 1
