@@ -35,6 +35,7 @@ from .events import Event
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
 from .jit.last import run_batch_last
+from .jit.order import new_order
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
@@ -45,7 +46,7 @@ from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
-_STRATEGIES = ("all", "any", "strict", "last")
+_STRATEGIES = ("all", "any", "strict", "last", "next")
 _SNAPSHOT_VERSION = 2
 
 
@@ -126,6 +127,13 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
+    if spec.strategy == "next" and nfa.contiguous:
+        # LAST's best run is the one ending latest, so it is adjacent whenever any run is;
+        # NEXT's best may not be, and one best set per state no longer suffices.
+        raise UnsupportedError(
+            "the NEXT strategy together with contiguity (:, :+) is not supported by the "
+            "engine yet; pycel.reference.evaluate runs it on small streams"
+        )
     schema = Schema.for_types([*event_types(spec.body), *types])
     query = CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
     query.post_filters = PostFilters.of(post) if post else None
@@ -172,6 +180,7 @@ class Stream:
         self.key_last: dict[tuple[int, ...], int] = {}
         self.next_key_id = 0
         self.keys_kept = 0  # tuples left after the last forgetting pass
+        self.order = new_order()  # NEXT: the best sets in strategy order (pycel.jit.order)
         self.seconds = 0.0  # time spent in push, for reports
         # Sub-stream mode (push(..., positions=...)): the global position of the events at
         # local positions global_base, global_base + 1, ...; None until then.
@@ -210,8 +219,7 @@ class Stream:
         t = self.dfa.tables()
         q = self.query
         post = q.post_filters
-        loop = run_batch_last if q.spec_strategy == "last" else run_batch
-        self.E, self.U, self.HT, se, off, var, pos = loop(
+        args = (
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
@@ -220,6 +228,11 @@ class Stream:
             np.int64(q.limit if post is None else -1), np.int64(q.consume),
             t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
+        if q.spec_strategy in ("last", "next"):
+            *out, self.order = run_batch_last(*args, self.order, q.spec_strategy == "next")
+            self.E, self.U, self.HT, se, off, var, pos = out
+        else:
+            self.E, self.U, self.HT, se, off, var, pos = run_batch(*args)
         self.offset += len(batch)
         if q.window_unit is not None and len(lows):
             self._forget_keys(int(lows[-1]))
@@ -400,6 +413,8 @@ class Stream:
             stream.key_last = dict.fromkeys(stream.key_ids, stream.offset)
             stream.next_key_id = len(stream.key_ids)
             stream.keys_kept = 0
+        if "order" not in state:  # a snapshot from before NEXT
+            stream.order = new_order()
         return stream
 
     def stats(self) -> dict[str, int]:

@@ -601,8 +601,8 @@ def test_explain_kleene_partition_and_unsupported(
     assert code == 0 and "atoms:       4" in out and "first" in out and "final" in out
     code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL AND BUY", "-d", stock["decl"])
     assert code == 0 and "atoms:       4" in out and out.rstrip().endswith("engine: supported")
-    code, out, err = cli(capsys, "explain", "SELECT NEXT * FROM S WHERE SELL ; BUY", "-d", stock["decl"])
-    assert code == 2 and "atoms:" in out and "engine: not supported: selection strategy 'next'" in out
+    code, out, err = cli(capsys, "explain", "SELECT MAX * FROM S WHERE SELL ; BUY", "-d", stock["decl"])
+    assert code == 2 and "atoms:" in out and "engine: not supported: selection strategy 'max'" in out
     code, out, _ = cli(capsys, "explain", stock_query(24), "-d", stock["decl"])
     assert code == 0 and "not computed: 65792 predicate classes" in out
 

@@ -1,4 +1,5 @@
-"""The per-event loop for the LAST selection strategy (DESIGN.md §1, corrected CEL §4).
+"""The per-event loop for the LAST and NEXT selection strategies (DESIGN.md §1,
+corrected CEL §4).
 
 LAST keeps, among the complex events C (position sets) that end at the same position,
 the maximum of ``C1 ≤ C2 iff C1 = C2 or max(C1 △ C2) ∈ C2``: walking back from the end,
@@ -30,6 +31,18 @@ window's nodes.
 
 Contiguity: a best set created at the partition's previous event fires δ_adj, an older
 one δ_gap (a better run ends no earlier, so if the best is not adjacent, none is).
+
+NEXT keeps the maximum of ``C1 ≤ C2 iff C1 = C2 or min(C1 △ C2) ∈ C2``: comparing the
+sorted positions from the start, the earliest position at the first difference wins, and
+a run beats its own prefixes (appending a later event to the prefix loses to the longer
+run's next, earlier position). Appending the same events keeps this order too, so the
+same one-best-set-per-state argument holds. The order of the runs is the post-order of
+their trie of position sequences: a new run r + [j] is the newest child of r, placed
+right before r and after r's other extensions. An order-maintenance list
+(:mod:`pycel.jit.order`) keeps the current best sets in that order; H's rank row holds
+an entry of the list, and a run starting fresh at j goes to the end (it loses to every
+run that started earlier). Entries no best set references are freed, so the list is as
+long as H.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import numpy as np
 from numba import njit
 
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
+from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
     BARRIER,
     C_BARRIER,
@@ -81,6 +95,40 @@ def _rank(new_r, fired, order, base):  # type: ignore[no-untyped-def]
     return rank + 1
 
 
+@njit(cache=True)
+def _next_entries(OL, new_r, fired, made):  # type: ignore[no-untyped-def]
+    """Replace the parent entries new_r[:fired] (-1: a fresh run) by the entries of the
+    new runs: one per distinct parent, right before it (a fresh run: at the end), pinned
+    by one reference until the event is done. Return (OL, how many entries were made,
+    listed in made[:count])."""
+    count = 0
+    for f in range(fired):
+        parent = new_r[f]
+        entry = -1
+        for g in range(f):  # the same parent at the same event: the same position set
+            if new_r[g] == parent:
+                entry = made[g]
+        if entry < 0:
+            OL, entry = insert_before(OL, parent if parent >= 0 else 0)
+            OL[O_REFS, entry] = 1  # pinned until the event is done
+            made[fired + count] = entry
+            count += 1
+        made[f] = entry
+    for f in range(fired):
+        new_r[f] = made[f]
+    for g in range(count):
+        made[g] = made[fired + g]
+    return OL, count
+
+
+@njit(cache=True, inline="always")
+def _better(OL, next_mode, a, b):  # type: ignore[no-untyped-def]
+    """Whether rank token ``a`` beats ``b`` (LAST: larger rank; NEXT: earlier entry)."""
+    if next_mode:
+        return OL[O_LABEL, a] < OL[O_LABEL, b]
+    return a > b
+
+
 @njit(cache=True, inline="always")
 def _fire(E, ctr, HT, slot, pos, lab, d, new_x, new_d, new_r, fired):  # type: ignore[no-untyped-def]
     """Extend the best set in H slot ``slot`` (-1: start a run) into state d."""
@@ -101,8 +149,10 @@ def run_batch_last(  # type: ignore[no-untyped-def]
     ptr, src, label, dst, final, extends, label_masks,
     proj_mask, limit, consume,
     aptr, asrc, alabel, adst, extends_gap, contiguous,
+    OL, next_mode,
 ):
-    """:func:`pycel.jit.runtime.run_batch` under LAST (same arguments and results)."""
+    """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
+    same arguments plus the order list ``OL``; the same results plus ``OL``)."""
     n = classes.shape[0]
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
     new_x = np.empty(64, dtype=np.int64)
@@ -136,11 +186,11 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         if moves == 0:
             continue
         E, U = make_room(E, U, ctr, moves, window_lo)
-        if moves > new_x.shape[0]:
+        if 2 * moves > order.shape[0]:
             new_x = _grow(new_x, moves)
             new_d = _grow(new_d, moves)
             new_r = _grow(new_r, moves)
-            order = _grow(order, moves)
+            order = _grow(order, 2 * moves)
         # (1) Extend the best set of every source state (δ_adj if it is adjacent).
         fired = 0
         for t in range(ptr[c], ptr[c + 1]):
@@ -156,11 +206,14 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 slot = ht_find(HT, asrc[t], k)
                 if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
                     fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
-        # Ranks: above every older node, ordered (densely) by the child's rank.
-        ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
+        made = 0
+        if next_mode:  # NEXT: each new run's entry in the order list
+            OL, made = _next_entries(OL, new_r, fired, order)
+        else:  # LAST: ranks above every older node, ordered (densely) by the child's rank
+            ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
         best = -1
         for f in range(fired):
-            if final[new_d[f]] and new_r[f] > best:
+            if final[new_d[f]] and (best < 0 or _better(OL, next_mode, new_r[f], best)):
                 best = new_r[f]
         # (2) Enumerate every valuation of the best complex event ending here.
         emitted = 0
@@ -179,6 +232,8 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 ctr[C_BARRIER] = pos
             else:
                 ht_put(HT, ctr, BARRIER, k, pos)
+            for g in range(made):
+                release(OL, order[g], 1)
             continue  # every run so far starts at or before pos: all are consumed
         # (3) The new nodes replace or join their state's best set.
         for f in range(fired):
@@ -187,11 +242,19 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 continue
             slot = ht_slot(HT, ctr, d, k)
             x = new_x[f]
-            if HT[H_VAL, slot] < 0 or HT[H_RANK, slot] < new_r[f]:
+            # A consumed best set no longer exists (it started at or before the barrier).
+            consumed = HT[H_VAL, slot] >= 0 and HT[H_MS, slot] < alive
+            if HT[H_VAL, slot] < 0 or consumed or _better(OL, next_mode, new_r[f], HT[H_RANK, slot]):
+                if next_mode:
+                    if HT[H_VAL, slot] >= 0:
+                        release(OL, HT[H_RANK, slot], 1)
+                    OL[O_REFS, new_r[f]] += 1
                 HT[H_VAL, slot] = heap_insert(U, E, ctr, -1, x, window_lo, pos)
                 HT[H_RANK, slot] = new_r[f]
                 HT[H_POS, slot] = pos
                 HT[H_MS, slot] = E[E_MS, x & (E.shape[1] - 1)]
             elif HT[H_RANK, slot] == new_r[f]:
                 HT[H_VAL, slot] = heap_insert(U, E, ctr, HT[H_VAL, slot], x, window_lo, pos)
-    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
+        for g in range(made):  # unpin: the entries no best set took are freed
+            release(OL, order[g], 1)
+    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent], OL
