@@ -127,13 +127,6 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         raise UnsupportedError("the engine supports at most 63 variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
-    if spec.strategy == "next" and nfa.contiguous:
-        # LAST's best run is the one ending latest, so it is adjacent whenever any run is;
-        # NEXT's best may not be, and one best set per state no longer suffices.
-        raise UnsupportedError(
-            "the NEXT strategy together with contiguity (:, :+) is not supported by the "
-            "engine yet; pycel.reference.evaluate runs it on small streams"
-        )
     schema = Schema.for_types([*event_types(spec.body), *types])
     query = CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
     query.post_filters = PostFilters.of(post) if post else None

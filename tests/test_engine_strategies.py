@@ -69,26 +69,14 @@ CASES = (
     CONTIGUOUS
     + _with_strategy(BODIES, "strict")
     + _with_strategy(BODIES + CONTIGUOUS, "last")
-    + _with_strategy(BODIES, "next")
+    + _with_strategy(BODIES + CONTIGUOUS, "next")
 )
-
-
-def agree_or_refused(pattern: Pattern, events: list[Any]) -> None:
-    """The engine equals the reference, or (NEXT with contiguity only) refuses clearly."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pycel.compile(pattern)
-    except pycel.UnsupportedError as err:
-        assert "NEXT strategy together with contiguity" in str(err), err
-        return
-    agree(pattern, events)
 
 
 @pytest.mark.parametrize("pattern", CASES, ids=[repr(p)[:70] for p in CASES])
 def test_engine_equals_reference(pattern: Pattern) -> None:
     for seed in range(2):
-        agree_or_refused(pattern, stream(24, seed))
+        agree(pattern, stream(24, seed))
 
 
 @pytest.mark.parametrize("strategy", ["strict", "last", "next"])
@@ -153,12 +141,6 @@ def test_partition_contiguity_is_per_partition() -> None:
     assert [m.positions() for m in pycel.compile(pattern.partition_by(Ev.x)).run(events)] == [(0, 2), (1, 3)]
     assert [m.positions() for m in pycel.compile(pattern).run(events)] == [(1, 2)]
     assert agree(pattern.partition_by(Ev.x), events) == 2
-
-
-@pytest.mark.parametrize("pattern", CONTIGUOUS[:3])
-def test_next_with_contiguity_is_refused(pattern: Pattern) -> None:
-    with pytest.raises(pycel.UnsupportedError, match="NEXT strategy together with contiguity"):
-        pycel.compile(pattern.strategy("next"))
 
 
 def test_next_chooses_before_the_window() -> None:
@@ -239,7 +221,7 @@ def test_generated(strategy: str, data: st.DataObject) -> None:
     pattern = data.draw(_queries(strategy))
     n = data.draw(st.integers(0, 14))
     seed = data.draw(st.integers(0, 10_000))
-    agree_or_refused(pattern, stream(n, seed))
+    agree(pattern, stream(n, seed))
 
 
 
@@ -259,4 +241,4 @@ _FEATURES = Features(
 @given(case=cases(_TYPES, _FEATURES, max_len=30, nulls=True))
 def test_generated_shared(case: tuple[Pattern, list[Any]]) -> None:
     pattern, events = case
-    agree_or_refused(pattern, events)
+    agree(pattern, events)

@@ -30,7 +30,11 @@ window), so its nodes may be recycled. Memory is one entry per (state, key), plu
 window's nodes.
 
 Contiguity: a best set created at the partition's previous event fires δ_adj, an older
-one δ_gap (a better run ends no earlier, so if the best is not adjacent, none is).
+one δ_gap (a better run ends no earlier, so if the best is not adjacent, none is). Under
+NEXT the best run may end earlier than a worse, adjacent one, so each state keeps two
+best sets: the runs of its latest event (H[s | FRESH, key], δ_adj while adjacent) and
+the older ones (H[s, key], δ_gap); a fresh set joins the older one when the state next
+gets new runs.
 
 NEXT keeps the maximum of ``C1 ≤ C2 iff C1 = C2 or min(C1 △ C2) ∈ C2``: comparing the
 sorted positions from the start, the earliest position at the first difference wins, and
@@ -58,6 +62,7 @@ from .store import (
     C_H_COUNT,
     C_RANK,
     E_MS,
+    FRESH,
     H_MS,
     H_POS,
     H_RANK,
@@ -129,6 +134,22 @@ def _better(OL, next_mode, a, b):  # type: ignore[no-untyped-def]
     return a > b
 
 
+@njit(cache=True)
+def _retire(HT, ctr, OL, fresh, d, k, alive):  # type: ignore[no-untyped-def]
+    """NEXT with contiguity: move the fresh best set in H slot ``fresh`` (created at an
+    older event, so it can only skip from now on) into state d's older best set, if it
+    beats it; then empty the fresh slot (its reference moves or is dropped)."""
+    older = ht_slot(HT, ctr, d, k)  # open addressing: ``fresh`` stays where it is
+    beats = HT[H_VAL, older] < 0 or HT[H_MS, older] < alive
+    if HT[H_MS, fresh] >= alive and (beats or _better(OL, True, HT[H_RANK, fresh], HT[H_RANK, older])):
+        if HT[H_VAL, older] >= 0:
+            release(OL, HT[H_RANK, older], 1)
+        HT[H_VAL:, older] = HT[H_VAL:, fresh]
+    else:
+        release(OL, HT[H_RANK, fresh], 1)
+    HT[H_VAL, fresh] = -1
+
+
 @njit(cache=True, inline="always")
 def _fire(E, ctr, HT, slot, pos, lab, d, new_x, new_d, new_r, fired):  # type: ignore[no-untyped-def]
     """Extend the best set in H slot ``slot`` (-1: start a run) into state d."""
@@ -176,9 +197,10 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         elif consume == 2:
             alive = ht_get(HT, BARRIER, k) + 1
         lo = max(window_lo, alive)  # outputs start at or after lo
-        moves = ptr[c + 1] - ptr[c] + aptr[c + 1] - aptr[c]
-        if ctr[C_H_COUNT] + moves + 2 > HT.shape[1] // 2:
-            HT = ht_rebuild(HT, U, ctr, window_lo, moves + 2, True)
+        split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
+        moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
+        if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
+            HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
         prev = -1
         if contiguous:
             prev = ht_get(HT, PREV, k)
@@ -195,15 +217,20 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         fired = 0
         for t in range(ptr[c], ptr[c + 1]):
             s = src[t]
-            slot = -1
-            if s != 0:
-                slot = ht_find(HT, s, k)
-                if slot < 0 or HT[H_MS, slot] < alive or (contiguous and HT[H_POS, slot] == prev):
-                    continue
-            fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+            if s == 0:
+                fired = _fire(E, ctr, HT, -1, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+                continue
+            slot = ht_find(HT, s, k)
+            if slot >= 0 and HT[H_MS, slot] >= alive:
+                if not (contiguous and not split and HT[H_POS, slot] == prev):  # LAST: δ_adj below
+                    fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+            if split:  # a fresh best set of an older event can only skip now
+                slot = ht_find(HT, s | FRESH, k)
+                if slot >= 0 and HT[H_MS, slot] >= alive and HT[H_POS, slot] != prev:
+                    fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
         if contiguous and prev >= 0:
             for t in range(aptr[c], aptr[c + 1]):
-                slot = ht_find(HT, asrc[t], k)
+                slot = ht_find(HT, asrc[t] | FRESH if split else asrc[t], k)
                 if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
                     fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
         made = 0
@@ -240,7 +267,12 @@ def run_batch_last(  # type: ignore[no-untyped-def]
             d = new_d[f]
             if not extends[d]:
                 continue
-            slot = ht_slot(HT, ctr, d, k)
+            if split:
+                slot = ht_slot(HT, ctr, d | FRESH, k)
+                if HT[H_VAL, slot] >= 0 and HT[H_POS, slot] != pos:
+                    _retire(HT, ctr, OL, slot, d, k, alive)
+            else:
+                slot = ht_slot(HT, ctr, d, k)
             x = new_x[f]
             # A consumed best set no longer exists (it started at or before the barrier).
             consumed = HT[H_VAL, slot] >= 0 and HT[H_MS, slot] < alive
