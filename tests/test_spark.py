@@ -31,6 +31,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pycel.spark  # noqa: E402
+from pycel.spark._batch import grouping  # noqa: E402
 from pycel.spark._runner import KeyState, RunnerSpec, advance, run_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,16 @@ def test_substreams_with_global_positions_equal_the_whole_stream(name: str) -> N
             got |= stream.push(chunk, positions=positions[lo : lo + 97]).keys()
             stream = pycel.Stream.restore(stream.snapshot())
     assert got == expected(pattern, events)
+
+
+def test_groups_follow_partition_or_a_join_key() -> None:
+    """A join whose attribute has one name groups like PARTITION BY; CONSUME BY ANY (global)
+    and joins on differently named attributes run as one group."""
+    joined = (s >> b).where(s.name == b.name)
+    assert grouping(pycel.compile(joined)) == ["name"]
+    assert grouping(pycel.compile(joined.partition_by(Stock.volume))) == ["volume"]
+    assert grouping(pycel.compile(joined.consume("any"))) == []
+    assert grouping(pycel.compile((s >> b).where(s.volume == b.price))) == []
 
 
 def test_substream_positions_must_increase() -> None:

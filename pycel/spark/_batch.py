@@ -63,14 +63,22 @@ def stream_order(
 
 
 def grouping(query: CompiledQuery) -> list[str]:
-    """The group-by keys: the pattern's PARTITION BY, or none (one group).
+    """The group-by keys: the pattern's PARTITION BY; else the attribute of an equality
+    join that every event type reads under the same name (all events of a match share its
+    value, so the groups are independent); else none (one group).
 
     CONSUME BY ANY discards partial matches of every partition when one produces output,
     so such a query cannot be split by key and runs as one group.
     """
     if query.consume == 1:
         return []
-    return list(query.partition)
+    if query.partition:
+        return list(query.partition)
+    for key in query.join_keys:
+        names = {attr for _, attr in key.attributes}
+        if len(names) == 1:
+            return [names.pop()]
+    return []
 
 
 def detect_batch(
