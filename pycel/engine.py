@@ -382,8 +382,10 @@ class Stream:
     def _forget_keys(self, window_start: int) -> None:
         """Drop the multi-column key tuples last seen before ``window_start`` (no later
         match can include those events; a tuple seen again gets a fresh id). Not under
-        LAST, whose best sets outrank newer runs for ever."""
-        if len(self.key_ids) < 4096 + 2 * self.keys_kept or self.query.spec_strategy == "last":
+        LAST or NEXT, whose best sets outrank newer runs for ever."""
+        if self.query.spec_strategy in ("last", "next"):
+            return
+        if len(self.key_ids) < 4096 + 2 * self.keys_kept:
             return
         for row in [r for r, seen in self.key_last.items() if seen < window_start]:
             del self.key_ids[row], self.key_last[row]

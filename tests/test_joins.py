@@ -378,3 +378,16 @@ def test_tuple_keys_are_forgotten_as_they_leave_the_window() -> None:
     whole = pycel.seq(a, bb, c).where(joined).within(events=5)
     sample = [J0(x=1, y=0), J1(x=1, y=0), J1(x=1, y=1), J2(x=1, y=0), J2(x=1, y=1)]
     assert _same(whole, sample) == 1
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("all", 1), ("next", 0)])
+def test_tuple_keys_are_kept_under_next(strategy: str, expected: int) -> None:
+    """NEXT picks before the window: at the end, {0, last} (outside the window) beats
+    {last - 1, last}, so nothing is output; forgetting the tuple of position 0 after the
+    5,000 other keys would wrongly output the newer pair."""
+    a, bb = pycel.alias(J0, "a"), pycel.alias(J1, "bb")
+    pattern = pycel.seq(a, bb).where((a.x == bb.x) & (a.y == bb.y)).within(events=2).strategy(strategy)  # type: ignore[arg-type]
+    events = [J0(x=-1, y=0), *(J0(x=k, y=1) for k in range(5000)), J0(x=-1, y=0), J1(x=-1, y=0)]
+    st = pycel.compile(pattern).stream()
+    got = sum(len(st.push(events[k : k + 500])) for k in range(0, len(events), 500))
+    assert got == expected
