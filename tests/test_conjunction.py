@@ -13,6 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import Base, Features, cases, event_types, streams, unary_predicates
+from test_engine import A, B, C, D, Ev
 
 import pycel
 from pycel.checks import bound_variables
@@ -23,24 +24,6 @@ from pycel.query import split_query
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 seq, plus, not_ = pycel.seq, pycel.plus, pycel.not_
-
-
-class Ev(pycel.Event):
-    x: pycel.Field[int]
-    s: pycel.Field[str]
-    time: pycel.Field[int]
-
-
-class A(Ev): ...
-
-
-class B(Ev): ...
-
-
-class C(Ev): ...
-
-
-class D(Ev): ...
 
 
 class SubA(A): ...  # a subtype: a SubA event is also an A
