@@ -332,6 +332,20 @@ def _all_workloads() -> list[Workload]:
                 note="CORE paper App. H; no output, so strategies agree",
             )
         )
+    for m in (1, 2, 3, 4):
+        ws.append(
+            _seq(
+                f"next-x{m}",
+                "next",
+                3,
+                filt=FILTER_V,
+                absent=True,
+                window=100 * m,
+                x=m,
+                strategy="NEXT",
+                note="last-x with NEXT; no output, so strategies agree",
+            )
+        )
     ws.append(
         Workload(
             "partition",
