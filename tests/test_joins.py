@@ -391,3 +391,19 @@ def test_tuple_keys_are_kept_under_next(strategy: str, expected: int) -> None:
     st = pycel.compile(pattern).stream()
     got = sum(len(st.push(events[k : k + 500])) for k in range(0, len(events), 500))
     assert got == expected
+
+
+def test_the_correlation_example_equals_reference() -> None:
+    from examples.correlation import Cancelled, Filled, Placed, generate
+
+    events = generate(300)
+    o, f, c = pycel.alias(Placed, "o"), pycel.alias(Filled, "f"), pycel.alias(Cancelled, "c")
+    filled = pycel.seq(o, f).where(o.sym == f.ticker)
+    for pattern in (
+        filled.within(seconds=60, on=Placed.time),
+        filled.where(f.qty < o.qty, post_filter=True).within(seconds=60, on=Placed.time),
+        (o & c).where(o.sym == c.sym).within(seconds=30, on=Placed.time),
+    ):
+        got = pycel.compile(pattern).run(events)
+        assert got.keys() == pycel.reference.evaluate(pattern, events).keys()
+        assert len(got) > 0
