@@ -475,9 +475,10 @@ class _SubStreamEvents:
 def _take(m: Matches, keep: npt.NDArray[np.int64]) -> Matches:
     """The matches at indices ``keep``."""
     counts = np.diff(m.offsets)[keep]
-    idx = np.zeros(0, np.int64)
-    if len(keep):
-        idx = np.concatenate([np.arange(m.offsets[k], m.offsets[k + 1]) for k in keep])
+    # The entries of the kept matches, without a Python loop: each kept match's first
+    # entry, repeated per entry, plus the entry's rank within its match.
+    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    idx = np.repeat(m.offsets[keep], counts) + within
     return Matches(
         m.starts[keep],
         m.ends[keep],
