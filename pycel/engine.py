@@ -39,7 +39,7 @@ from .jit.order import new_order
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
-from .matches import Matches
+from .matches import Matches, take
 from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
 from .postfilter import apply as apply_post_filters
 from .predicates import ClassTable, atom_bits
@@ -247,8 +247,8 @@ class Stream:
             )
         if q.projected:
             keep = unique_matches(starts, ends, off, var, pos)
-            if len(keep) < len(starts):
-                matches = _take(matches, keep)
+            if not keep.all():
+                matches = take(matches, keep)
         if post is not None and q.limit >= 0:
             matches = limit_per_end(matches, q.limit)
         self.seconds += time.perf_counter() - began
@@ -470,21 +470,3 @@ class _SubStreamEvents:
         if k == len(self.positions) or self.positions[k] != position:
             raise KeyError(f"position {position} is not an event of this batch")
         return self.batch.row(k)
-
-
-def _take(m: Matches, keep: npt.NDArray[np.int64]) -> Matches:
-    """The matches at indices ``keep``."""
-    counts = np.diff(m.offsets)[keep]
-    # The entries of the kept matches, without a Python loop: each kept match's first
-    # entry, repeated per entry, plus the entry's rank within its match.
-    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    idx = np.repeat(m.offsets[keep], counts) + within
-    return Matches(
-        m.starts[keep],
-        m.ends[keep],
-        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        m.var_ids[idx],
-        m.positions[idx],
-        m.variables,
-        m.source,
-    )

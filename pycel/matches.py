@@ -170,3 +170,18 @@ class Matches:
         shown = ", ".join(repr(m) for m in list(self)[:3])
         more = f", … ({len(self)} in all)" if len(self) > 3 else ""
         return f"Matches([{shown}{more}])"
+
+
+def take(m: Matches, keep: npt.NDArray[np.bool_]) -> Matches:
+    """The matches where ``keep`` is True, in order (vectorized)."""
+    counts = np.diff(m.offsets)
+    entries = np.repeat(keep, counts)
+    return Matches(
+        m.starts[keep],
+        m.ends[keep],
+        np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64),
+        m.var_ids[entries],
+        m.positions[entries],
+        m.variables,
+        m.source,
+    )

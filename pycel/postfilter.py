@@ -33,7 +33,7 @@ from .dsl import As, Atom, Filter, NotAtom, Pattern, Plus
 from .errors import UnsupportedError
 from .expr import Attr, Expr, conjuncts
 from .ingest import EventBatch, Schema
-from .matches import Matches
+from .matches import Matches, take
 from .predicates import truth
 
 Ints = npt.NDArray[np.int64]
@@ -262,21 +262,6 @@ class PostFilters:
 
 
 # -- match arrays -----------------------------------------------------------------------------
-def take(m: Matches, keep: Mask) -> Matches:
-    """The matches where ``keep`` is True, in order (vectorized)."""
-    counts = np.diff(m.offsets)
-    entries = np.repeat(keep, counts)
-    return Matches(
-        m.starts[keep],
-        m.ends[keep],
-        np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64),
-        m.var_ids[entries],
-        m.positions[entries],
-        m.variables,
-        m.source,
-    )
-
-
 def project(m: Matches, mask: int) -> Matches:
     """Drop the entries of variables outside bit-mask ``mask`` (starts and ends kept)."""
     entries = ((np.int64(mask) >> m.var_ids.astype(np.int64)) & 1).astype(np.bool_)

@@ -57,10 +57,10 @@ def _keep(order, starts, ends, hashes, offsets, var_ids, positions):  # type: ig
 def unique_matches(
     starts: np.ndarray, ends: np.ndarray, offsets: np.ndarray, var_ids: np.ndarray, positions: np.ndarray
 ) -> np.ndarray:
-    """Indices of the first occurrence of every distinct match, in their original order."""
+    """A mask of the first occurrence of every distinct match (True: keep it)."""
     if len(starts) < 2:
-        return np.arange(len(starts))
+        return np.ones(len(starts), dtype=np.bool_)
     hashes = _hashes(starts, ends, offsets, var_ids, positions)
     order = np.lexsort((np.arange(len(starts)), hashes, starts, ends))
-    keep = _keep(order, starts, ends, hashes, offsets, var_ids, positions)
-    return np.flatnonzero(keep)  # keep[m] is indexed by match, so this is in order
+    keep: np.ndarray = _keep(order, starts, ends, hashes, offsets, var_ids, positions)
+    return keep  # indexed by match, not by ``order``
