@@ -26,16 +26,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .automaton import Nfa, build_nfa
+from .automaton import AtomState, Nfa, build_nfa
 from .checks import check, event_types
 from .conjunction import expand_conjunctions
 from .determinize import Dfa
 from .errors import DataError, UnsupportedError
-from .events import Event
+from .events import Event, event_name
+from .hcq import HcqPlan, plan_hcq, transition_arrays
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
 from .jit.last import run_batch_last
 from .jit.order import new_order
+from .jit.pcea import new_arena, run_batch_hcq
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
@@ -58,6 +60,8 @@ class CompiledQuery:
 
     #: The where(..., post_filter=True) predicates, checked on complete matches (or None).
     post_filters: PostFilters | None = None
+    #: The parallelized automaton of a hierarchical conjunction (pycel/hcq.py), or None.
+    hcq: HcqPlan | None = None
 
     def __init__(
         self, spec: QuerySpec, nfa: Nfa, schema: Schema, text: str, join_keys: tuple[JoinKey, ...] = ()
@@ -118,8 +122,16 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     body, post = split_post_filters(spec.body)
     if post:
         check_clauses(spec.strategy, spec.consume)
-    # AND runs as an OR of interleavings (pycel/conjunction.py); checks saw the original.
-    body, join_keys = plan_joins(expand_conjunctions(body))
+    try:
+        # AND runs as an OR of interleavings (pycel/conjunction.py); checks saw the original.
+        planned, join_keys = plan_joins(expand_conjunctions(body))
+    except UnsupportedError:
+        # Nested join classes over an AND of single events: the parallelized automaton.
+        hcq = plan_hcq(body) if _hcq_clauses_ok(spec) else None
+        if hcq is None:
+            raise
+        return _compile_hcq(spec, hcq, post, types, repr(pattern))
+    body = planned
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
     nfa = build_nfa(body, strict=spec.strategy == "strict")
@@ -129,6 +141,29 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         _check_join_clauses(spec, nfa)
     schema = Schema.for_types([*event_types(spec.body), *types])
     query = CompiledQuery(spec, nfa, schema, repr(pattern), join_keys)
+    query.post_filters = PostFilters.of(post) if post else None
+    return query
+
+
+def _hcq_clauses_ok(spec: QuerySpec) -> bool:
+    """The clauses the parallelized automaton supports: windows and LIMIT."""
+    plain = spec.strategy in ("all", "any") and spec.consume == "none"
+    return plain and not spec.partition and spec.select is None
+
+
+def _compile_hcq(
+    spec: QuerySpec, hcq: HcqPlan, post: tuple[Any, ...], types: Iterable[type[Event]], text: str
+) -> CompiledQuery:
+    variables = tuple(sorted(a.var for a in hcq.atoms))
+    atoms = tuple(
+        AtomState(k, event_name(a.event), False, None, a.filters, frozenset([a.var]))
+        for k, a in enumerate(hcq.atoms)
+    )
+    everything = frozenset(range(len(atoms)))
+    nfa = Nfa(atoms, everything, everything, {k: frozenset() for k in everything}, variables)
+    schema = Schema.for_types([*event_types(spec.body), *types])
+    query = CompiledQuery(spec, nfa, schema, text)
+    query.hcq = hcq
     query.post_filters = PostFilters.of(post) if post else None
     return query
 
@@ -163,6 +198,9 @@ class Stream:
         self.classes = ClassTable()
         self.dfa = Dfa(query.nfa)
         self.E, self.U, self.HT, self.ctr = new_store()
+        if query.hcq is not None:
+            self.E = new_arena()
+        self.shape_ids: dict[int, dict[tuple[int, ...], int]] = {}  # hcq tuple keys
         self.offset = 0
         self.last_time: float | None = None
         self.tail_pos = np.zeros(0, dtype=np.int64)
@@ -204,14 +242,38 @@ class Stream:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
         gpos = self._check_positions(positions, len(batch))
         lows, tail = self._window_starts(batch, gpos)
-        keys, key_valid = self._keys(batch)
-        class_ids = self.classes.classify(atom_bits(self.query.nfa.atoms, batch))
-        # All checks passed: from here on the batch is accepted.
-        self.schema = batch.schema
-        self.dfa.expand(self.classes.bits)
-        t = self.dfa.tables()
         q = self.query
         post = q.post_filters
+        if q.hcq is not None:
+            bits = atom_bits(q.nfa.atoms, batch)
+            shape_keys, shape_valid = self._shape_keys(batch, q.hcq)
+            self.schema = batch.schema  # accepted
+            arrays = transition_arrays(q.hcq)
+            shape_of = np.array([q.hcq.shapes.index(sh) for sh in q.hcq.shapes], dtype=np.int64)
+            label_masks = np.array([1 << q.variables.index(a.var) for a in q.hcq.atoms], dtype=np.int64)
+            self.E, self.U, self.HT, se, off, var, pos = run_batch_hcq(
+                self.E, self.U, self.HT, self.ctr, bits, shape_keys, shape_valid, lows, np.int64(self.offset),
+                arrays["ptr"], arrays["dst"], arrays["final"], arrays["nkids"], arrays["kids"], shape_of,
+                label_masks,
+                np.int64(q.projection_mask if post is None else (1 << len(q.variables)) - 1),
+                np.int64(q.limit if post is None else -1),
+            )
+        else:
+            keys, key_valid = self._keys(batch)
+            class_ids = self.classes.classify(atom_bits(q.nfa.atoms, batch))
+            # All checks passed: from here on the batch is accepted.
+            self.schema = batch.schema
+            se, off, var, pos = self._run_automaton(class_ids, keys, key_valid, lows, post)
+        self.offset += len(batch)
+        return self._finish(batch, gpos, lows, tail, se, off, var, pos, began)
+
+    def _run_automaton(
+        self, class_ids: Any, keys: Any, key_valid: Any, lows: Any, post: Any
+    ) -> tuple[Any, ...]:
+        """One call of the ALL, LAST or NEXT loop over the determinized automaton."""
+        q = self.query
+        self.dfa.expand(self.classes.bits)
+        t = self.dfa.tables()
         args = (
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
@@ -226,7 +288,16 @@ class Stream:
             self.E, self.U, self.HT, se, off, var, pos = out
         else:
             self.E, self.U, self.HT, se, off, var, pos = run_batch(*args)
-        self.offset += len(batch)
+        return se, off, var, pos
+
+    def _finish(
+        self, batch: EventBatch, gpos: Any, lows: Any, tail: Any,
+        se: Any, off: Any, var: Any, pos: Any, began: float,
+    ) -> Matches:
+        """The batch's matches (global positions, post-filters, projection, limit), and
+        the bookkeeping after an accepted batch."""
+        q = self.query
+        post = q.post_filters
         if q.window_unit is not None and len(lows):
             self._forget_keys(int(lows[-1]))
         if tail is not None:
@@ -344,6 +415,30 @@ class Stream:
             return lows, None
         keep = all_t >= times[-1] - size
         return lows, (all_p[keep], all_t[keep], float(times[-1]))
+
+    def _shape_keys(
+        self, batch: EventBatch, hcq: HcqPlan
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Per shape of the parallelized automaton, each event's key (its values of the
+        shape's classes; a tuple of several gets a stable id) and whether it has one."""
+        n = len(batch)
+        per_class = []
+        for attrs_, dtype in zip(hcq.class_attrs, hcq.class_dtypes, strict=True):
+            pairs = tuple((event_name(a.event), at) for a, at in zip(hcq.atoms, attrs_, strict=True) if at)
+            per_class.append(_join_values(batch, JoinKey(pairs, dtype)))
+        keys = np.zeros((len(hcq.shapes), n), dtype=np.int64)
+        valid = np.ones((len(hcq.shapes), n), dtype=np.bool_)
+        for k, shape in enumerate(hcq.shapes):
+            classes = sorted(shape)
+            for c in classes:
+                valid[k] &= per_class[c][1]
+            if len(classes) == 1:
+                keys[k] = per_class[classes[0]][0]
+            elif classes:
+                ids = self.shape_ids.setdefault(k, {})
+                rows = zip(*(per_class[c][0].tolist() for c in classes), strict=True)
+                keys[k] = [ids.setdefault(row, len(ids)) for row in rows]
+        return keys, valid
 
     def _keys(self, batch: EventBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Run key per event (an int64: the partition's and the joins' values) and whether

@@ -406,29 +406,34 @@ def _engine(pattern: pycel.Pattern, events: list[Any]) -> pycel.Matches:
     return got
 
 
-# The engine runs a class of equal attributes as a run key only when it constrains every
-# event (pycel/joins.py); Q0's y (S.b = R.b) leaves T out, so the engine runs x as the key
-# and y as an explicit post-filter (exact, without the delay guarantee: docs/correlation.md).
-def test_engine_pcea_q0_with_y_as_post_filter() -> None:
-    t, s, r = pycel.alias(PceaT, "T"), pycel.alias(PceaS, "S"), pycel.alias(PceaR, "R")
-    with pytest.raises(pycel.UnsupportedError, match="does not constrain T"):
-        pycel.compile(q0())
-    pattern = (t & s & r).where((t.a == s.a) & (s.a == r.a)).where(s.b == r.b, post_filter=True)
-    matches = _engine(pattern, S0)
+# Q0's classes are nested (x over T, S, R; y over S, R): the engine runs it on the
+# parallelized automaton (pycel/hcq.py), with the delay guarantee.
+def test_engine_pcea_q0_on_the_parallelized_automaton() -> None:
+    query = pycel.compile(q0())
+    assert query.hcq is not None
+    matches = _engine(q0(), S0)
     assert sorted(m.positions() for m in matches) == [(0, 1, 5), (1, 3, 5)]  # η1, η0
     assert {m.end for m in matches} == {5}  # nothing new at 6
-    stream = pycel.compile(pattern).stream()
+    stream = query.stream()
     assert [len(stream.push(S0[k : k + 1])) for k in range(len(S0))] == [0, 0, 0, 0, 0, 2, 0, 0]
 
 
-def test_engine_pcea_example_2_1_and_3_3() -> None:
+def test_engine_pcea_example_3_3_p0() -> None:
+    """P0: a T and an S in any order, then the R that joins both: τ0 and τ1 at 5."""
     t, s, r = pycel.alias(PceaT, "t"), pycel.alias(PceaS, "s"), pycel.alias(PceaR, "r")
-    keyed = (t.a == s.a) & (s.a == r.a)
-    c0 = pycel.seq(t, s, r).where(keyed).where(s.b == r.b, post_filter=True)
+    p0 = pycel.seq(t & s, r).where((t.a == r.a) & (s.a == r.a) & (s.b == r.b))
+    assert pycel.compile(p0).hcq is not None
+    assert sorted(m.positions() for m in _engine(p0, S0)) == [(0, 1, 5), (1, 3, 5)]  # τ1, τ0
+
+
+def test_engine_pcea_example_2_1_with_y_as_post_filter() -> None:
+    """C0 reads T, S, R in this order; a sequence with a nested class is not a
+    conjunction, so the engine runs x as the key and y as an explicit post-filter."""
+    t, s, r = pycel.alias(PceaT, "t"), pycel.alias(PceaS, "s"), pycel.alias(PceaR, "r")
+    with pytest.raises(pycel.UnsupportedError, match="does not constrain"):
+        pycel.compile(pycel.seq(t, s, r).where((t.a == s.a) & (s.a == r.a) & (s.b == r.b)))
+    c0 = pycel.seq(t, s, r).where((t.a == s.a) & (s.a == r.a)).where(s.b == r.b, post_filter=True)
     assert complex_events(_engine(c0, S0)) == [(1, 3, 5)]
-    p0 = pycel.seq(t & s, r).where(keyed).where(s.b == r.b, post_filter=True).as_("bullet").select("bullet")
-    matches = _engine(p0, S0)
-    assert sorted(m.variables["bullet"] for m in matches) == [(0, 1, 5), (1, 3, 5)]  # τ1, τ0
 
 
 # =========================================================================================

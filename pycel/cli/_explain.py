@@ -135,6 +135,12 @@ def _correlation(query: CompiledQuery) -> list[str]:
     ]
     if query.post_filters is not None:
         lines += [f"post-filter {c!r}" for c in query.post_filters.conjuncts]
+    if query.hcq is not None:
+        plan = query.hcq
+        lines += [
+            f"nested classes: parallelized automaton, {len(plan.nodes)} states "
+            f"(q-tree nodes), {len(plan.transitions)} transitions"
+        ]
     return lines or ["none"]
 
 

@@ -1,0 +1,292 @@
+"""The per-event loop for parallelized transitions (PCEA paper Algorithm 1 with |P| > 1):
+hierarchical conjunctions with nested join classes (:mod:`pycel.hcq`).
+
+An extend node may have up to four children (heaps of the states the transition joins),
+stored in extra rows of the same arena; its max-start is the minimum over the children,
+so the window check stays O(1). Every state is indexed in H by its own *shape* (the join
+classes above it): the node a transition creates in state v goes to H[v, key of v's
+shape], and a transition reading atom i looks each child s up under H[s, atom i's key of
+s's shape]. H is read for the whole event before anything is written.
+
+Enumeration walks a product of heaps: a partial match is the chosen extend nodes plus an
+*open list* of child heaps still to choose from (a linked list in scratch cells); taking
+a content of the first open heap prepends that node's own children. Every heap pushed has
+max-start ≥ the window start, so, as in :mod:`pycel.jit.enumerate`, each step leads to an
+output: the delay is linear in the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .enumerate import _grow, max_label_count, new_buffers
+from .store import (
+    C_U_NEXT,
+    E_LABEL,
+    E_MS,
+    E_POS,
+    U_CONTENT,
+    U_LEFT,
+    U_MS,
+    U_RIGHT,
+    heap_insert,
+    ht_get,
+    ht_put,
+    ht_rebuild,
+    live,
+    make_room,
+)
+
+# Extend-node rows beyond the store's four: the child count and children 2-4 (the first
+# child is the store's E_CHILD row).
+E_NCH = 4
+CHILD_ROWS = (2, 5, 6, 7)
+E_ROWS = 8
+
+
+def new_arena(capacity: int = 1024) -> np.ndarray:
+    """An extend-node arena with room for four children per node."""
+    return np.full((E_ROWS, capacity), -1, dtype=np.int64)
+
+
+@njit(cache=True, inline="always")
+def _child(E, node, c):  # type: ignore[no-untyped-def]
+    row = 2 if c == 0 else 4 + c
+    return E[row, node]
+
+
+@njit(cache=True)
+def _emit(  # type: ignore[no-untyped-def]
+    chosen, d, end, E, label_masks, proj_mask, out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
+):
+    emask = E.shape[1] - 1
+    if 2 * (n_out + 1) > out_se.shape[0]:
+        out_se = _grow(out_se, 2 * (n_out + 1))
+    if n_out + 2 > out_off.shape[0]:
+        out_off = _grow(out_off, n_out + 2)
+    if n_ent + (d + 1) * max_labels > out_var.shape[0]:
+        out_var = _grow(out_var, n_ent + (d + 1) * max_labels)
+        out_pos = _grow(out_pos, n_ent + (d + 1) * max_labels)
+    start = end
+    for k in range(d + 1):
+        e = chosen[k] & emask
+        p = E[E_POS, e]
+        start = min(start, p)
+        m = label_masks[E[E_LABEL, e]] & proj_mask
+        v = 0
+        while m != 0:
+            if m & 1:
+                out_var[n_ent] = v
+                out_pos[n_ent] = p
+                n_ent += 1
+            m >>= 1
+            v += 1
+    out_se[2 * n_out] = start
+    out_se[2 * n_out + 1] = end
+    n_out += 1
+    out_off[n_out] = n_ent
+    return out_se, out_off, out_var, out_pos, n_out, n_ent
+
+
+@njit(cache=True)
+def _enumerate_tree(  # type: ignore[no-untyped-def]
+    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
+    out_se, out_off, out_var, out_pos, n_out, n_ent,
+):
+    """Write the matches below extend node ``x`` (at most ``budget``); see the module doc."""
+    emask = E.shape[1] - 1
+    umask = U.shape[1] - 1
+    unext = ctr[C_U_NEXT]
+    chosen = np.empty(16, dtype=np.int64)
+    cell_h = np.empty(64, dtype=np.int64)
+    cell_next = np.empty(64, dtype=np.int64)
+    fr_h = np.empty(64, dtype=np.int64)
+    fr_rest = np.empty(64, dtype=np.int64)
+    fr_d = np.empty(64, dtype=np.int64)
+    ncell = 0
+    rest = -1
+    xs = x & emask
+    for c in range(E[E_NCH, xs] - 1, -1, -1):
+        cell_h[ncell] = _child(E, xs, c)
+        cell_next[ncell] = rest
+        rest = ncell
+        ncell += 1
+    chosen[0] = x
+    emitted = 0
+    if rest < 0:
+        out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
+            chosen,
+            0,
+            end,
+            E,
+            label_masks,
+            proj_mask,
+            out_se,
+            out_off,
+            out_var,
+            out_pos,
+            n_out,
+            n_ent,
+            max_labels,
+        )
+        return out_se, out_off, out_var, out_pos, n_out, n_ent, 1
+    fr_h[0], fr_rest[0], fr_d[0] = cell_h[rest], cell_next[rest], 1
+    top = 1
+    while top > 0 and emitted < budget:
+        top -= 1
+        h, rest, d = fr_h[top], fr_rest[top], fr_d[top]
+        if not live(U, unext, h):
+            continue
+        hs = h & umask
+        if top + 3 > fr_h.shape[0]:
+            fr_h = _grow(fr_h, top + 3)
+            fr_rest = _grow(fr_rest, top + 3)
+            fr_d = _grow(fr_d, top + 3)
+        for side in (U_LEFT, U_RIGHT):
+            u = U[side, hs]
+            if live(U, unext, u) and U[U_MS, u & umask] >= lo:
+                fr_h[top], fr_rest[top], fr_d[top] = u, rest, d
+                top += 1
+        e = U[U_CONTENT, hs]
+        if d >= chosen.shape[0]:
+            chosen = _grow(chosen, d + 1)
+        chosen[d] = e
+        es = e & emask
+        if ncell + E[E_NCH, es] > cell_h.shape[0]:
+            cell_h = _grow(cell_h, ncell + E[E_NCH, es])
+            cell_next = _grow(cell_next, ncell + E[E_NCH, es])
+        for c in range(E[E_NCH, es] - 1, -1, -1):
+            cell_h[ncell] = _child(E, es, c)
+            cell_next[ncell] = rest
+            rest = ncell
+            ncell += 1
+        if rest < 0:
+            out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
+                chosen,
+                d,
+                end,
+                E,
+                label_masks,
+                proj_mask,
+                out_se,
+                out_off,
+                out_var,
+                out_pos,
+                n_out,
+                n_ent,
+                max_labels,
+            )
+            emitted += 1
+        else:
+            fr_h[top], fr_rest[top], fr_d[top] = cell_h[rest], cell_next[rest], d + 1
+            top += 1
+    return out_se, out_off, out_var, out_pos, n_out, n_ent, emitted
+
+
+@njit(cache=True)
+def run_batch_hcq(  # type: ignore[no-untyped-def]
+    E, U, HT, ctr, bits, keys, key_valid, lows, offset,
+    ptr, dst, final, nkids, kids, shape_of, label_masks, proj_mask, limit,
+):
+    """Process one batch: ``bits[j]`` the atoms event j may be read as, ``keys[s, j]``
+    (valid where ``key_valid``) its key of shape s; transitions grouped by atom in
+    ``ptr``; node 0 is the root (never indexed). Returns the store and the matches."""
+    n = bits.shape[0]
+    out_se, out_off, out_var, out_pos, _path, _sh, _sd = new_buffers()
+    new_x = np.empty(64, dtype=np.int64)
+    new_d = np.empty(64, dtype=np.int64)
+    new_f = np.empty(64, dtype=np.int64)
+    ch = np.empty(4, dtype=np.int64)
+    n_out = 0
+    n_ent = 0
+    budget_all = limit if limit >= 0 else 1 << 62
+    max_labels = max_label_count(label_masks)
+    n_atoms = ptr.shape[0] - 1
+    for j in range(n):
+        b = bits[j]
+        if b == 0:
+            continue
+        pos = offset + j
+        lo = lows[j]
+        moves = 0
+        for a in range(n_atoms):
+            if b >> a & 1:
+                moves += ptr[a + 1] - ptr[a]
+        if moves == 0:
+            continue
+        E, U = make_room(E, U, ctr, moves, lo)
+        HT = ht_rebuild(HT, U, ctr, lo, moves + 1)
+        if moves > new_x.shape[0]:
+            new_x = _grow(new_x, moves)
+            new_d = _grow(new_d, moves)
+            new_f = _grow(new_f, moves)
+        umask = U.shape[1] - 1
+        unext = ctr[C_U_NEXT]
+        fired = 0
+        # (1) Fire: every child joined under the reading event's key of its shape.
+        for a in range(n_atoms):
+            if not (b >> a & 1):
+                continue
+            for t in range(ptr[a], ptr[a + 1]):
+                ok = True
+                ms = pos
+                for c in range(nkids[t]):
+                    s = kids[t, c]
+                    shape = shape_of[s]
+                    if not key_valid[shape, j]:
+                        ok = False
+                        break
+                    h = ht_get(HT, s, keys[shape, j])
+                    if h < 0 or not live(U, unext, h) or U[U_MS, h & umask] < lo:
+                        ok = False
+                        break
+                    ch[c] = h
+                    ms = min(ms, U[U_MS, h & umask])
+                if not ok:
+                    continue
+                node = ctr[0]
+                ctr[0] += 1
+                es = node & (E.shape[1] - 1)
+                E[E_POS, es] = pos
+                E[E_LABEL, es] = a
+                E[E_MS, es] = ms
+                E[E_NCH, es] = nkids[t]
+                for c in range(4):
+                    E[2 if c == 0 else 4 + c, es] = ch[c] if c < nkids[t] else -1
+                new_x[fired], new_d[fired], new_f[fired] = node, dst[t], final[t]
+                fired += 1
+        # (2) Enumerate the matches completed here.
+        emitted = 0
+        for f in range(fired):
+            if new_f[f] and emitted < budget_all:
+                out_se, out_off, out_var, out_pos, n_out, n_ent, got = _enumerate_tree(
+                    new_x[f],
+                    pos,
+                    lo,
+                    budget_all - emitted,
+                    E,
+                    U,
+                    ctr,
+                    label_masks,
+                    proj_mask,
+                    max_labels,
+                    out_se,
+                    out_off,
+                    out_var,
+                    out_pos,
+                    n_out,
+                    n_ent,
+                )
+                emitted += got
+        # (3) Index the new nodes under their state's shape.
+        for f in range(fired):
+            d = new_d[f]
+            if d == 0:
+                continue
+            shape = shape_of[d]
+            if not key_valid[shape, j]:
+                continue
+            k = keys[shape, j]
+            ht_put(HT, ctr, d, k, heap_insert(U, E, ctr, ht_get(HT, d, k), new_x[f], lo, pos))
+    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
