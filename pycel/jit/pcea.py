@@ -90,12 +90,26 @@ def _emit(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _open(E, node, rest, cell_h, cell_next, ncell):  # type: ignore[no-untyped-def]
+    """Prepend extend node ``node``'s child heaps to the open list ``rest`` (scratch cells)."""
+    es = node & (E.shape[1] - 1)
+    if ncell + E[E_NCH, es] > cell_h.shape[0]:
+        cell_h = _grow(cell_h, ncell + E[E_NCH, es])
+        cell_next = _grow(cell_next, ncell + E[E_NCH, es])
+    for c in range(E[E_NCH, es] - 1, -1, -1):
+        cell_h[ncell] = _child(E, es, c)
+        cell_next[ncell] = rest
+        rest = ncell
+        ncell += 1
+    return rest, cell_h, cell_next, ncell
+
+
+@njit(cache=True)
 def _enumerate_tree(  # type: ignore[no-untyped-def]
     x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
     out_se, out_off, out_var, out_pos, n_out, n_ent,
 ):
     """Write the matches below extend node ``x`` (at most ``budget``); see the module doc."""
-    emask = E.shape[1] - 1
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
     chosen = np.empty(16, dtype=np.int64)
@@ -104,83 +118,52 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
     fr_h = np.empty(64, dtype=np.int64)
     fr_rest = np.empty(64, dtype=np.int64)
     fr_d = np.empty(64, dtype=np.int64)
-    ncell = 0
-    rest = -1
-    xs = x & emask
-    for c in range(E[E_NCH, xs] - 1, -1, -1):
-        cell_h[ncell] = _child(E, xs, c)
-        cell_next[ncell] = rest
-        rest = ncell
-        ncell += 1
     chosen[0] = x
+    rest, cell_h, cell_next, ncell = _open(E, x, -1, cell_h, cell_next, 0)
+    d = 0
+    top = 0
     emitted = 0
-    if rest < 0:
-        out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
-            chosen,
-            0,
-            end,
-            E,
-            label_masks,
-            proj_mask,
-            out_se,
-            out_off,
-            out_var,
-            out_pos,
-            n_out,
-            n_ent,
-            max_labels,
-        )
-        return out_se, out_off, out_var, out_pos, n_out, n_ent, 1
-    fr_h[0], fr_rest[0], fr_d[0] = cell_h[rest], cell_next[rest], 1
-    top = 1
-    while top > 0 and emitted < budget:
-        top -= 1
-        h, rest, d = fr_h[top], fr_rest[top], fr_d[top]
-        if not live(U, unext, h):
-            continue
+    while True:
+        # chosen[0..d] is a partial match whose open heaps are ``rest``: emit or descend.
+        if rest < 0:
+            out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
+                chosen, d, end, E, label_masks, proj_mask,
+                out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
+            )
+            emitted += 1
+        else:
+            if top + 3 > fr_h.shape[0]:
+                fr_h = _grow(fr_h, top + 3)
+                fr_rest = _grow(fr_rest, top + 3)
+                fr_d = _grow(fr_d, top + 3)
+            fr_h[top], fr_rest[top], fr_d[top] = cell_h[rest], cell_next[rest], d + 1
+            top += 1
+        # The next heap to choose from (its siblings first pushed for later).
+        while top > 0:
+            top -= 1
+            h = fr_h[top]
+            if live(U, unext, h):
+                break
+        else:
+            break
+        if emitted >= budget:
+            break
+        rest, d = fr_rest[top], fr_d[top]
         hs = h & umask
-        if top + 3 > fr_h.shape[0]:
-            fr_h = _grow(fr_h, top + 3)
-            fr_rest = _grow(fr_rest, top + 3)
-            fr_d = _grow(fr_d, top + 3)
         for side in (U_LEFT, U_RIGHT):
             u = U[side, hs]
             if live(U, unext, u) and U[U_MS, u & umask] >= lo:
+                if top + 1 > fr_h.shape[0]:
+                    fr_h = _grow(fr_h, top + 1)
+                    fr_rest = _grow(fr_rest, top + 1)
+                    fr_d = _grow(fr_d, top + 1)
                 fr_h[top], fr_rest[top], fr_d[top] = u, rest, d
                 top += 1
         e = U[U_CONTENT, hs]
         if d >= chosen.shape[0]:
             chosen = _grow(chosen, d + 1)
         chosen[d] = e
-        es = e & emask
-        if ncell + E[E_NCH, es] > cell_h.shape[0]:
-            cell_h = _grow(cell_h, ncell + E[E_NCH, es])
-            cell_next = _grow(cell_next, ncell + E[E_NCH, es])
-        for c in range(E[E_NCH, es] - 1, -1, -1):
-            cell_h[ncell] = _child(E, es, c)
-            cell_next[ncell] = rest
-            rest = ncell
-            ncell += 1
-        if rest < 0:
-            out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
-                chosen,
-                d,
-                end,
-                E,
-                label_masks,
-                proj_mask,
-                out_se,
-                out_off,
-                out_var,
-                out_pos,
-                n_out,
-                n_ent,
-                max_labels,
-            )
-            emitted += 1
-        else:
-            fr_h[top], fr_rest[top], fr_d[top] = cell_h[rest], cell_next[rest], d + 1
-            top += 1
+        rest, cell_h, cell_next, ncell = _open(E, e, rest, cell_h, cell_next, ncell)
     return out_se, out_off, out_var, out_pos, n_out, n_ent, emitted
 
 
