@@ -26,6 +26,41 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
     return b
 
 
+@njit(cache=True, inline="always")
+def emit_match(  # type: ignore[no-untyped-def]
+    nodes, d, end, E, label_masks, proj_mask, out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
+):
+    """Append the match made of extend nodes ``nodes[0..d]`` (ending at ``end``) to the
+    output arrays: its entries (variable, position) in node order, its start and end."""
+    emask = E.shape[1] - 1
+    if 2 * (n_out + 1) > out_se.shape[0]:
+        out_se = _grow(out_se, 2 * (n_out + 1))
+    if n_out + 2 > out_off.shape[0]:
+        out_off = _grow(out_off, n_out + 2)
+    if n_ent + (d + 1) * max_labels > out_var.shape[0]:
+        out_var = _grow(out_var, n_ent + (d + 1) * max_labels)
+        out_pos = _grow(out_pos, n_ent + (d + 1) * max_labels)
+    start = end
+    for k in range(d + 1):
+        e = nodes[k] & emask
+        p = E[E_POS, e]
+        start = min(start, p)
+        m = label_masks[E[E_LABEL, e]] & proj_mask
+        v = 0
+        while m != 0:
+            if m & 1:
+                out_var[n_ent] = v
+                out_pos[n_ent] = p
+                n_ent += 1
+            m >>= 1
+            v += 1
+    out_se[2 * n_out] = start
+    out_se[2 * n_out + 1] = end
+    n_out += 1
+    out_off[n_out] = n_ent
+    return out_se, out_off, out_var, out_pos, n_out, n_ent
+
+
 @njit(cache=True)
 def _enumerate(  # type: ignore[no-untyped-def]
     x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
@@ -79,29 +114,10 @@ def _enumerate(  # type: ignore[no-untyped-def]
                 continue
             depth_done = d
         # Emit the match path[0..depth_done].
-        if 2 * (n_out + 1) > out_se.shape[0]:
-            out_se = _grow(out_se, 2 * (n_out + 1))
-        if n_out + 2 > out_off.shape[0]:
-            out_off = _grow(out_off, n_out + 2)
-        if n_ent + (depth_done + 1) * max_labels > out_var.shape[0]:
-            out_var = _grow(out_var, n_ent + (depth_done + 1) * max_labels)
-            out_pos = _grow(out_pos, n_ent + (depth_done + 1) * max_labels)
-        for k in range(depth_done + 1):
-            e = path[k] & emask
-            m = label_masks[E[E_LABEL, e]] & proj_mask
-            p = E[E_POS, e]
-            v = 0
-            while m != 0:
-                if m & 1:
-                    out_var[n_ent] = v
-                    out_pos[n_ent] = p
-                    n_ent += 1
-                m >>= 1
-                v += 1
-        out_se[2 * n_out] = E[E_POS, path[depth_done] & emask]
-        out_se[2 * n_out + 1] = end
-        n_out += 1
-        out_off[n_out] = n_ent
+        out_se, out_off, out_var, out_pos, n_out, n_ent = emit_match(
+            path, depth_done, end, E, label_masks, proj_mask,
+            out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
+        )
         emitted += 1
         depth_done = -1
     return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, emitted

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .enumerate import _grow, max_label_count, new_buffers
+from .enumerate import _grow, emit_match, max_label_count, new_buffers
 from .store import (
     C_U_NEXT,
     E_LABEL,
@@ -54,39 +54,6 @@ def new_arena(capacity: int = 1024) -> np.ndarray:
 def _child(E, node, c):  # type: ignore[no-untyped-def]
     row = 2 if c == 0 else 4 + c
     return E[row, node]
-
-
-@njit(cache=True)
-def _emit(  # type: ignore[no-untyped-def]
-    chosen, d, end, E, label_masks, proj_mask, out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
-):
-    emask = E.shape[1] - 1
-    if 2 * (n_out + 1) > out_se.shape[0]:
-        out_se = _grow(out_se, 2 * (n_out + 1))
-    if n_out + 2 > out_off.shape[0]:
-        out_off = _grow(out_off, n_out + 2)
-    if n_ent + (d + 1) * max_labels > out_var.shape[0]:
-        out_var = _grow(out_var, n_ent + (d + 1) * max_labels)
-        out_pos = _grow(out_pos, n_ent + (d + 1) * max_labels)
-    start = end
-    for k in range(d + 1):
-        e = chosen[k] & emask
-        p = E[E_POS, e]
-        start = min(start, p)
-        m = label_masks[E[E_LABEL, e]] & proj_mask
-        v = 0
-        while m != 0:
-            if m & 1:
-                out_var[n_ent] = v
-                out_pos[n_ent] = p
-                n_ent += 1
-            m >>= 1
-            v += 1
-    out_se[2 * n_out] = start
-    out_se[2 * n_out + 1] = end
-    n_out += 1
-    out_off[n_out] = n_ent
-    return out_se, out_off, out_var, out_pos, n_out, n_ent
 
 
 @njit(cache=True)
@@ -126,7 +93,7 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
     while True:
         # chosen[0..d] is a partial match whose open heaps are ``rest``: emit or descend.
         if rest < 0:
-            out_se, out_off, out_var, out_pos, n_out, n_ent = _emit(
+            out_se, out_off, out_var, out_pos, n_out, n_ent = emit_match(
                 chosen, d, end, E, label_masks, proj_mask,
                 out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
             )
