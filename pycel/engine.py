@@ -246,15 +246,17 @@ class Stream:
         post = q.post_filters
         if q.hcq is not None:
             bits = atom_bits(q.nfa.atoms, batch)
-            shape_keys, shape_valid = self._shape_keys(batch, q.hcq)
-            self.schema = batch.schema  # accepted
             arrays = transition_arrays(q.hcq)
-            shape_of = np.array([q.hcq.shapes.index(sh) for sh in q.hcq.shapes], dtype=np.int64)
-            label_masks = np.array([1 << q.variables.index(a.var) for a in q.hcq.atoms], dtype=np.int64)
+            keys, key_valid, same_ok = self._combo_keys(batch, q.hcq, arrays)
+            self.schema = batch.schema  # accepted
+            label_masks = np.array(
+                [sum(1 << q.variables.index(q.hcq.atoms[i].var) for i in t.reads) for t in q.hcq.transitions],
+                dtype=np.int64,
+            )
             self.E, self.U, self.HT, se, off, var, pos = run_batch_hcq(
-                self.E, self.U, self.HT, self.ctr, bits, shape_keys, shape_valid, lows, np.int64(self.offset),
-                arrays["ptr"], arrays["dst"], arrays["final"], arrays["nkids"], arrays["kids"], shape_of,
-                label_masks,
+                self.E, self.U, self.HT, self.ctr, bits, keys, key_valid, same_ok, lows,
+                np.int64(self.offset), arrays["mask"], arrays["dst"], arrays["final"], arrays["same"],
+                arrays["nkids"], arrays["kids"], arrays["kid_combo"], arrays["dst_combo"], label_masks,
                 np.int64(q.projection_mask if post is None else (1 << len(q.variables)) - 1),
                 np.int64(q.limit if post is None else -1),
             )
@@ -416,29 +418,44 @@ class Stream:
         keep = all_t >= times[-1] - size
         return lows, (all_p[keep], all_t[keep], float(times[-1]))
 
-    def _shape_keys(
-        self, batch: EventBatch, hcq: HcqPlan
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-        """Per shape of the parallelized automaton, each event's key (its values of the
-        shape's classes; a tuple of several gets a stable id) and whether it has one."""
+    def _combo_keys(
+        self, batch: EventBatch, hcq: HcqPlan, arrays: dict[str, Any]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """For the parallelized automaton: per key combo (a state and the attributes an
+        event reads its classes from), each event's key (a tuple of several values gets an
+        id stable per state) and whether it has one; per set of attribute equalities of a
+        merged read, whether the event holds them."""
         n = len(batch)
-        per_class = []
-        for attrs_, dtype in zip(hcq.class_attrs, hcq.class_dtypes, strict=True):
-            pairs = tuple((event_name(a.event), at) for a, at in zip(hcq.atoms, attrs_, strict=True) if at)
-            per_class.append(_join_values(batch, JoinKey(pairs, dtype)))
-        keys = np.zeros((len(hcq.shapes), n), dtype=np.int64)
-        valid = np.ones((len(hcq.shapes), n), dtype=np.bool_)
-        for k, shape in enumerate(hcq.shapes):
-            classes = sorted(shape)
-            for c in classes:
-                valid[k] &= per_class[c][1]
-            if len(classes) == 1:
-                keys[k] = per_class[classes[0]][0]
-            elif classes:
-                ids = self.shape_ids.setdefault(k, {})
-                rows = zip(*(per_class[c][0].tolist() for c in classes), strict=True)
+        dtype_of = {
+            attr: dtype
+            for per_atom, dtype in zip(hcq.class_attrs, hcq.class_dtypes, strict=True)
+            for attr in per_atom
+            if attr is not None
+        }
+
+        def column(attr: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+            if attr not in batch.columns:
+                return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
+            return _key_values(batch.columns[attr], dtype_of[attr]), batch.valid[attr]
+
+        keys = np.zeros((max(1, len(arrays["combos"])), n), dtype=np.int64)
+        valid = np.ones((max(1, len(arrays["combos"])), n), dtype=np.bool_)
+        for k, (node, attributes) in enumerate(arrays["combos"]):
+            cols = [column(a) for a in attributes]
+            for _, present in cols:
+                valid[k] &= present
+            if len(cols) == 1:
+                keys[k] = cols[0][0]
+            elif cols:
+                ids = self.shape_ids.setdefault(node, {})
+                rows = zip(*(c.tolist() for c, _ in cols), strict=True)
                 keys[k] = [ids.setdefault(row, len(ids)) for row in rows]
-        return keys, valid
+        same_ok = np.ones((max(1, len(arrays["sames"])), n), dtype=np.bool_)
+        for k, pairs in enumerate(arrays["sames"]):
+            for a, b in pairs:
+                (va, pa), (vb, pb) = column(a), column(b)
+                same_ok[k] &= pa & pb & (va == vb)
+        return keys, valid, same_ok
 
     def _keys(self, batch: EventBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Run key per event (an int64: the partition's and the joins' values) and whether

@@ -20,9 +20,12 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import combinations
+from typing import Any
+
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from .checks import is_equality_join
 from .dsl import And, Atom, Filter, Pattern, Seq
@@ -43,6 +46,23 @@ class HcqAtom:
 
 
 @attrs.frozen
+class HcqTransition:
+    """Reading one event as the atoms ``reads`` (several: one event serving a self-join)
+    completes node ``target`` from the complete subtrees ``children``. ``same``: attribute
+    pairs the event must hold equal (two merged atoms in one class); ``child_attrs`` and
+    ``target_attrs``: the event's attributes giving each child's and the target's key,
+    one per class of the shape (classes in order)."""
+
+    reads: tuple[int, ...]
+    target: int
+    children: tuple[int, ...]
+    final: bool
+    same: tuple[tuple[str, str], ...]
+    child_attrs: tuple[tuple[str, ...], ...]
+    target_attrs: tuple[str, ...]
+
+
+@attrs.frozen
 class HcqPlan:
     """The automaton: atoms, the classes (per atom: the attribute carrying each class),
     the tree nodes (atom sets) with their shapes, and the transitions."""
@@ -52,8 +72,7 @@ class HcqPlan:
     class_dtypes: tuple[str, ...]
     nodes: tuple[frozenset[int], ...]  # node 0 is the root
     shapes: tuple[frozenset[int], ...]  # per node: the classes containing it strictly
-    # transitions: (atom, target node, ((child node), ...), final)
-    transitions: tuple[tuple[int, int, tuple[int, ...], bool], ...]
+    transitions: tuple[HcqTransition, ...]
 
 
 def _items(node: Pattern, out: list[HcqAtom]) -> bool:
@@ -88,10 +107,6 @@ def plan_hcq(body: Pattern) -> HcqPlan | None:
     names = [a.var for a in atoms]
     if len(set(names)) != len(names) or len(atoms) > 8:
         return None
-    for x in atoms:
-        for y in atoms:
-            if x is not y and (issubclass(x.event, y.event) or issubclass(y.event, x.event)):
-                return None  # one event could be both atoms: the interleaving path handles it
     index = {a.var: k for k, a in enumerate(atoms)}
     unary: dict[int, list[Expr[bool]]] = {k: list(a.filters) for k, a in enumerate(atoms)}
     parent: dict[Side, Side] = {}
@@ -150,38 +165,109 @@ def plan_hcq(body: Pattern) -> HcqPlan | None:
         below = [w for w in range(len(nodes)) if nodes[w] < nodes[v]]
         return [w for w in below if not any(nodes[w] < nodes[u] for u in below)]
 
-    transitions: list[tuple[int, int, tuple[int, ...], bool]] = []
+    def sharable(group: tuple[int, ...]) -> bool:  # one event can be all of them
+        return all(
+            issubclass(atoms[i].event, atoms[j].event) or issubclass(atoms[j].event, atoms[i].event)
+            for i in group for j in group
+        )
+
+    transitions: list[HcqTransition] = []
     for target in range(len(nodes)):
-        for i in sorted(nodes[target]):
-            kids: list[int] = []
-            w = target
-            while nodes[w] != frozenset([i]):
-                nxt = next(u for u in children(w) if i in nodes[u])
-                kids += [u for u in children(w) if u != nxt]
-                w = nxt
-            if len(kids) > MAX_CHILDREN:
-                return None
-            final = target == 0 and (last is None or i in last)
-            transitions.append((i, target, tuple(kids), final))
+        below = sorted(nodes[target])
+        for size in range(1, len(below) + 1):
+            for group in combinations(below, size):
+                built = _transition(
+                    target, group, nodes, shapes, class_attrs, children, last, sharable(group)
+                )
+                if built == "too wide":
+                    return None
+                if isinstance(built, HcqTransition):
+                    transitions.append(built)
     atoms_out = tuple(attrs.evolve(a, filters=tuple(unary[k])) for k, a in enumerate(atoms))
     return HcqPlan(atoms_out, tuple(class_attrs), tuple(class_dtypes), nodes, shapes, tuple(transitions))
 
 
-def transition_arrays(plan: HcqPlan) -> dict[str, npt.NDArray[np.int64]]:
-    """The transitions as flat arrays for the runtime, grouped by the atom they read."""
-    order = sorted(range(len(plan.transitions)), key=lambda t: plan.transitions[t][0])
-    n_atoms = len(plan.atoms)
-    ptr = np.zeros(n_atoms + 1, dtype=np.int64)
-    dst = np.zeros(len(order), dtype=np.int64)
-    final = np.zeros(len(order), dtype=np.int64)
-    nkids = np.zeros(len(order), dtype=np.int64)
-    kids = np.full((len(order), MAX_CHILDREN), -1, dtype=np.int64)
-    for k, t in enumerate(order):
-        atom, v, ch, fin = plan.transitions[t]
-        ptr[atom + 1] += 1
-        dst[k], final[k], nkids[k] = v, int(fin), len(ch)
-        kids[k, : len(ch)] = ch
-    return {"ptr": np.cumsum(ptr), "dst": dst, "final": final, "nkids": nkids, "kids": kids}
+def _transition(
+    target: int,
+    reads: tuple[int, ...],
+    nodes: tuple[frozenset[int], ...],
+    shapes: tuple[frozenset[int], ...],
+    class_attrs: list[tuple[str | None, ...]],
+    children: Callable[[int], list[int]],
+    last: set[int] | None,
+    sharable: bool,
+) -> HcqTransition | str | None:
+    """The transition completing ``target`` by reading one event as ``reads`` (None when
+    there is none; "too wide" when it would need more than MAX_CHILDREN children)."""
+    group = set(reads)
+    if not sharable:
+        return None
+    if last is not None and (group != last if target == 0 else bool(last & group)):
+        return None  # the last event completes the whole conjunction, and alone
+    kids: list[int] = []
+    stack = [target]
+    while stack:  # the subtrees hanging off the paths from target to the atoms read
+        w = stack.pop()
+        if len(nodes[w]) == 1:
+            continue
+        for u in children(w):
+            (stack if nodes[u] & group else kids).append(u)
+    if len(kids) > MAX_CHILDREN:
+        return "too wide"
+
+    def rep(c: int) -> str:
+        attr = class_attrs[c][min(group & {k for k, a in enumerate(class_attrs[c]) if a})]
+        assert attr is not None
+        return attr
+
+    same: list[tuple[str, str]] = []
+    for per_atom in class_attrs:
+        used = sorted({a for a in (per_atom[i] for i in reads) if a is not None})
+        same += [(used[0], other) for other in used[1:]]
+    return HcqTransition(
+        reads,
+        target,
+        tuple(kids),
+        target == 0,
+        tuple(same),
+        tuple(tuple(rep(c) for c in sorted(shapes[u])) for u in kids),
+        tuple(rep(c) for c in sorted(shapes[target])) if target != 0 else (),
+    )
+
+
+def transition_arrays(plan: HcqPlan) -> dict[str, Any]:
+    """The transitions as flat arrays for the runtime, and the key *combos* they read:
+    (shape, the event's attributes for its classes) → index into the per-batch keys."""
+    n = len(plan.transitions)
+    combos: dict[tuple[int, tuple[str, ...]], int] = {}
+    sames: dict[tuple[tuple[str, str], ...], int] = {}
+
+    def combo(node: int, attributes: tuple[str, ...]) -> int:
+        return combos.setdefault((node, attributes), len(combos))
+
+    out: dict[str, Any] = {
+        "mask": np.zeros(n, dtype=np.int64),
+        "dst": np.zeros(n, dtype=np.int64),
+        "final": np.zeros(n, dtype=np.int64),
+        "same": np.full(n, -1, dtype=np.int64),
+        "nkids": np.zeros(n, dtype=np.int64),
+        "kids": np.full((n, MAX_CHILDREN), -1, dtype=np.int64),
+        "kid_combo": np.full((n, MAX_CHILDREN), -1, dtype=np.int64),
+        "dst_combo": np.full(n, -1, dtype=np.int64),
+    }
+    for k, t in enumerate(plan.transitions):
+        out["mask"][k] = sum(1 << i for i in t.reads)
+        out["dst"][k], out["final"][k], out["nkids"][k] = t.target, int(t.final), len(t.children)
+        if t.same:
+            out["same"][k] = sames.setdefault(t.same, len(sames))
+        for c, (u, attributes) in enumerate(zip(t.children, t.child_attrs, strict=True)):
+            out["kids"][k, c] = u
+            out["kid_combo"][k, c] = combo(u, attributes)
+        if t.target != 0:
+            out["dst_combo"][k] = combo(t.target, t.target_attrs)
+    out["combos"] = sorted(combos, key=combos.__getitem__)  # [(node, attributes)]
+    out["sames"] = sorted(sames, key=sames.__getitem__)
+    return out
 
 
 __all__ = ["HcqPlan", "plan_hcq", "transition_arrays", "event_name"]

@@ -1,7 +1,8 @@
 """Hierarchical conjunctions with nested join classes on the parallelized automaton
 (pycel/hcq.py, pycel/jit/pcea.py): identical to the reference, no duplicates.
 
-Generated patterns: an AND of 2–4 events of distinct types, a random laminar family of
+Generated patterns: an AND of 2–4 events (distinct types, or self-joins: a repeated type,
+or a type and its subtype, where one event may serve two atoms), a random laminar family of
 join classes over them (nested or disjoint, 1–3 levels, each level on its own attribute),
 sometimes a last event in sequence (the PCEA paper's P0 shape), unary filters, windows
 and LIMIT; streams with values in 0..2 so joins hit.
@@ -38,6 +39,9 @@ class Q2(Q): ...
 class Q3(Q): ...
 
 
+class Q0Sub(Q0): ...  # a Q0Sub event is also a Q0: it can serve both atoms of a self-join
+
+
 TYPES = (Q0, Q1, Q2, Q3)
 LEVEL_ATTR = ("x", "y", "z")
 
@@ -65,7 +69,10 @@ def _same(pattern: Pattern, events: list[Any]) -> int:
 @st.composite
 def hcq_cases(draw: st.DrawFn) -> tuple[Pattern, list[Q]]:
     n = draw(st.integers(2, 4))
-    occ = [pycel.alias(TYPES[k], f"v{k}") for k in range(n)]
+    # Distinct types, or (self-joins) some repeated, or a type and its subtype.
+    pool = draw(st.sampled_from([TYPES, (Q0, Q0, Q1, Q1), (Q0, Q0Sub, Q1, Q0)]))
+    kinds = [pool[k] for k in range(n)]
+    occ = [pycel.alias(t, f"v{k}") for k, t in enumerate(kinds)]
     joins: list[Any] = []
 
     def split(members: list[int], level: int) -> None:
@@ -116,7 +123,7 @@ def hcq_cases(draw: st.DrawFn) -> tuple[Pattern, list[Q]]:
     time = 0
     for _ in range(length):
         time += draw(st.integers(0, 1))
-        t = draw(st.sampled_from(TYPES[:n] + (Q3,)))
+        t = draw(st.sampled_from((*kinds, Q0Sub, Q3)))
         stream.append(
             t(
                 x=draw(st.integers(0, 1)),
@@ -171,3 +178,14 @@ def test_pushing_in_pieces_and_restoring_equal_one_run() -> None:
         got = st1.push(events[:cut]).keys()
         got |= pycel.Stream.restore(st1.snapshot()).push(events[cut:]).keys()
         assert got == whole
+
+
+def test_self_join_lets_one_event_serve_two_atoms() -> None:
+    """r1 and r2 are both Q0 events; y of r1 must equal z of r2, nested under x."""
+    r1, r2, t = pycel.alias(Q0, "r1"), pycel.alias(Q0, "r2"), pycel.alias(Q1, "t")
+    pattern = (r1 & r2 & t).where((r1.x == r2.x) & (r2.x == t.x) & (r1.y == r2.z))
+    events = [Q0(x=0, y=1, z=1, time=0), Q1(x=0, y=0, z=0, time=1), Q0(x=0, y=0, z=1, time=2)]
+    assert _same(pattern, events) == 2
+    got = [m.variables for m in pycel.compile(pattern).run(events)]
+    # event 0 is both r1 and r2 (its y equals its z); and r1 = 0, r2 = 2
+    assert {"r1": (0,), "r2": (0,), "t": (1,)} in got and {"r1": (0,), "r2": (2,), "t": (1,)} in got

@@ -136,23 +136,25 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def run_batch_hcq(  # type: ignore[no-untyped-def]
-    E, U, HT, ctr, bits, keys, key_valid, lows, offset,
-    ptr, dst, final, nkids, kids, shape_of, label_masks, proj_mask, limit,
+    E, U, HT, ctr, bits, keys, key_valid, same_ok, lows, offset,
+    mask, dst, final, same, nkids, kids, kid_combo, dst_combo, label_masks, proj_mask, limit,
 ):
-    """Process one batch: ``bits[j]`` the atoms event j may be read as, ``keys[s, j]``
-    (valid where ``key_valid``) its key of shape s; transitions grouped by atom in
-    ``ptr``; node 0 is the root (never indexed). Returns the store and the matches."""
+    """Process one batch: ``bits[j]`` the atoms event j may be read as; ``keys[c, j]``
+    (valid where ``key_valid``) its key under combo c; ``same_ok[s, j]`` whether it holds
+    the attribute equalities s of a merged read. Transition t reads the atoms of
+    ``mask[t]`` and writes label set t. Node 0 is the root (never indexed). Returns the
+    store and the matches."""
     n = bits.shape[0]
+    n_trans = mask.shape[0]
     out_se, out_off, out_var, out_pos, _path, _sh, _sd = new_buffers()
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
-    new_f = np.empty(64, dtype=np.int64)
+    new_t = np.empty(64, dtype=np.int64)
     ch = np.empty(4, dtype=np.int64)
     n_out = 0
     n_ent = 0
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
-    n_atoms = ptr.shape[0] - 1
     for j in range(n):
         b = bits[j]
         if b == 0:
@@ -160,9 +162,9 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
         pos = offset + j
         lo = lows[j]
         moves = 0
-        for a in range(n_atoms):
-            if b >> a & 1:
-                moves += ptr[a + 1] - ptr[a]
+        for t in range(n_trans):
+            if b & mask[t] == mask[t]:
+                moves += 1
         if moves == 0:
             continue
         E, U = make_room(E, U, ctr, moves, lo)
@@ -170,73 +172,55 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
         if moves > new_x.shape[0]:
             new_x = _grow(new_x, moves)
             new_d = _grow(new_d, moves)
-            new_f = _grow(new_f, moves)
+            new_t = _grow(new_t, moves)
         umask = U.shape[1] - 1
         unext = ctr[C_U_NEXT]
         fired = 0
         # (1) Fire: every child joined under the reading event's key of its shape.
-        for a in range(n_atoms):
-            if not (b >> a & 1):
+        for t in range(n_trans):
+            if b & mask[t] != mask[t] or (same[t] >= 0 and not same_ok[same[t], j]):
                 continue
-            for t in range(ptr[a], ptr[a + 1]):
-                ok = True
-                ms = pos
-                for c in range(nkids[t]):
-                    s = kids[t, c]
-                    shape = shape_of[s]
-                    if not key_valid[shape, j]:
-                        ok = False
-                        break
-                    h = ht_get(HT, s, keys[shape, j])
-                    if h < 0 or not live(U, unext, h) or U[U_MS, h & umask] < lo:
-                        ok = False
-                        break
-                    ch[c] = h
-                    ms = min(ms, U[U_MS, h & umask])
-                if not ok:
-                    continue
-                node = ctr[0]
-                ctr[0] += 1
-                es = node & (E.shape[1] - 1)
-                E[E_POS, es] = pos
-                E[E_LABEL, es] = a
-                E[E_MS, es] = ms
-                E[E_NCH, es] = nkids[t]
-                for c in range(4):
-                    E[2 if c == 0 else 4 + c, es] = ch[c] if c < nkids[t] else -1
-                new_x[fired], new_d[fired], new_f[fired] = node, dst[t], final[t]
-                fired += 1
+            ok = True
+            ms = pos
+            for c in range(nkids[t]):
+                k = kid_combo[t, c]
+                if not key_valid[k, j]:
+                    ok = False
+                    break
+                h = ht_get(HT, kids[t, c], keys[k, j])
+                if h < 0 or not live(U, unext, h) or U[U_MS, h & umask] < lo:
+                    ok = False
+                    break
+                ch[c] = h
+                ms = min(ms, U[U_MS, h & umask])
+            if not ok:
+                continue
+            node = ctr[0]
+            ctr[0] += 1
+            es = node & (E.shape[1] - 1)
+            E[E_POS, es] = pos
+            E[E_LABEL, es] = t
+            E[E_MS, es] = ms
+            E[E_NCH, es] = nkids[t]
+            for c in range(4):
+                E[2 if c == 0 else 4 + c, es] = ch[c] if c < nkids[t] else -1
+            new_x[fired], new_d[fired], new_t[fired] = node, dst[t], t
+            fired += 1
         # (2) Enumerate the matches completed here.
         emitted = 0
         for f in range(fired):
-            if new_f[f] and emitted < budget_all:
+            if final[new_t[f]] and emitted < budget_all:
                 out_se, out_off, out_var, out_pos, n_out, n_ent, got = _enumerate_tree(
-                    new_x[f],
-                    pos,
-                    lo,
-                    budget_all - emitted,
-                    E,
-                    U,
-                    ctr,
-                    label_masks,
-                    proj_mask,
-                    max_labels,
-                    out_se,
-                    out_off,
-                    out_var,
-                    out_pos,
-                    n_out,
-                    n_ent,
+                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
+                    out_se, out_off, out_var, out_pos, n_out, n_ent,
                 )
                 emitted += got
         # (3) Index the new nodes under their state's shape.
         for f in range(fired):
+            k = dst_combo[new_t[f]]
+            if k < 0 or not key_valid[k, j]:
+                continue
             d = new_d[f]
-            if d == 0:
-                continue
-            shape = shape_of[d]
-            if not key_valid[shape, j]:
-                continue
-            k = keys[shape, j]
-            ht_put(HT, ctr, d, k, heap_insert(U, E, ctr, ht_get(HT, d, k), new_x[f], lo, pos))
+            key = keys[k, j]
+            ht_put(HT, ctr, d, key, heap_insert(U, E, ctr, ht_get(HT, d, key), new_x[f], lo, pos))
     return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
