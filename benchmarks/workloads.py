@@ -318,34 +318,25 @@ def _all_workloads() -> list[Workload]:
                 note=f"seq3-noout, window {100 * m} events",
             )
         )
-    for m in (1, 2, 3, 4):
-        ws.append(
-            _seq(
-                f"last-x{m}",
-                "last",
-                3,
-                filt=FILTER_V,
-                absent=True,
-                window=100 * m,
-                x=m,
-                strategy="LAST",
-                note="CORE paper App. H; no output, so strategies agree",
+    notes = {
+        "last": "CORE paper App. H; no output, so strategies agree",
+        "next": "last-x with NEXT; no output, so strategies agree",
+    }
+    for strategy in ("last", "next"):
+        for m in (1, 2, 3, 4):
+            ws.append(
+                _seq(
+                    f"{strategy}-x{m}",
+                    strategy,
+                    3,
+                    filt=FILTER_V,
+                    absent=True,
+                    window=100 * m,
+                    x=m,
+                    strategy=strategy.upper(),
+                    note=notes[strategy],
+                )
             )
-        )
-    for m in (1, 2, 3, 4):
-        ws.append(
-            _seq(
-                f"next-x{m}",
-                "next",
-                3,
-                filt=FILTER_V,
-                absent=True,
-                window=100 * m,
-                x=m,
-                strategy="NEXT",
-                note="last-x with NEXT; no output, so strategies agree",
-            )
-        )
     ws.append(
         Workload(
             "partition",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import Base, Features, cases, event_types, streams, unary_predicates
-from test_engine import A, B, C, D, Ev
+from test_engine import A, B, C, D, Ev, agree
 
 import pycel
 from pycel.checks import bound_variables
@@ -39,18 +39,6 @@ def stream(kinds: str, xs: str | None = None) -> list[Ev]:
     return [
         types[k](x=int(xs[i]) if xs else i % 3, s="uv"[i % 2], time=i // 2) for i, k in enumerate(kinds)
     ]
-
-
-def agree(pattern: Pattern, events: list[Any]) -> int:
-    """Assert engine == reference with no duplicate match; return the number of matches."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = pycel.reference.evaluate(pattern, events).keys()
-        got = pycel.compile(pattern).run(events)
-    assert len(got.keys()) == len(got), f"{pattern!r}: the engine returned a duplicate match"
-    missing, extra = sorted(expected - got.keys())[:3], sorted(got.keys() - expected)[:3]
-    assert got.keys() == expected, f"{pattern!r}: missing {missing}, extra {extra}"
-    return len(expected)
 
 
 def rows(pattern: Pattern, events: list[Any]) -> list[tuple[int, int, dict[str, tuple[int, ...]]]]:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_engine import agree
 
 import pycel
 from pycel.dsl import Limit, Pattern, as_pattern
@@ -61,17 +62,6 @@ def _stock_stream() -> list[pycel.Event]:
     return out
 
 
-def _same(pattern: Pattern, events: list[Any]) -> int:
-    """Assert the engine equals the reference and has no duplicates; return the count."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = pycel.reference.evaluate(pattern, events).keys()
-        got = pycel.compile(pattern).run(events)
-    assert len(got.keys()) == len(got), "duplicate match"
-    assert got.keys() == expected
-    return len(expected)
-
-
 STOCKS = _stock_stream()
 HAND_WRITTEN = {
     "seq join": pycel.seq(s, b).where(s.name == b.name),
@@ -111,7 +101,7 @@ ITERATED = {"kleene", "as group"}  # the reference is exponential in a +'s event
 
 @pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
 def test_hand_written_joins_equal_reference(name: str) -> None:
-    assert _same(HAND_WRITTEN[name], STOCKS[:16] if name in ITERATED else STOCKS) > 0
+    assert agree(HAND_WRITTEN[name], STOCKS[:16] if name in ITERATED else STOCKS) > 0
 
 
 def test_join_on_differently_named_attributes() -> None:
@@ -125,8 +115,8 @@ def test_join_on_differently_named_attributes() -> None:
         Fill(ticker="A", qty=5),
     ]
     pattern = pycel.seq(o, f).where(o.sym == f.ticker)
-    assert _same(pattern, events) == 4
-    assert _same(pycel.seq(o, f).where((o.sym == f.ticker) & (o.qty == f.qty)), events) == 2
+    assert agree(pattern, events) == 4
+    assert agree(pycel.seq(o, f).where((o.sym == f.ticker) & (o.qty == f.qty)), events) == 2
 
 
 def test_limit_keeps_at_most_n_per_end() -> None:
@@ -311,7 +301,7 @@ def test_generated_joins_equal_reference(case: tuple[Pattern, list[J]]) -> None:
     if isinstance(pattern, Limit):
         _limited_subset(pattern, stream)
     else:
-        _same(pattern, stream)
+        agree(pattern, stream)
 
 
 # -- memory --------------------------------------------------------------------------------
@@ -377,7 +367,7 @@ def test_tuple_keys_are_forgotten_as_they_leave_the_window() -> None:
     assert peaks[-1] == peaks[2], peaks
     whole = pycel.seq(a, bb, c).where(joined).within(events=5)
     sample = [J0(x=1, y=0), J1(x=1, y=0), J1(x=1, y=1), J2(x=1, y=0), J2(x=1, y=1)]
-    assert _same(whole, sample) == 1
+    assert agree(whole, sample) == 1
 
 
 @pytest.mark.parametrize(("strategy", "expected"), [("all", 1), ("next", 0)])
