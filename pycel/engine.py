@@ -36,19 +36,21 @@ from .hcq import HcqPlan, plan_hcq, transition_arrays
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
 from .jit.dedupe import unique_matches
 from .jit.last import run_batch_last
+from .jit.maximal import new_pair_arena, run_batch_max
 from .jit.order import new_order
 from .jit.pcea import new_arena, run_batch_hcq
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
 from .matches import Matches, take
+from .maximal import MaxDfa
 from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
 from .postfilter import apply as apply_post_filters
 from .predicates import ClassTable, atom_bits
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
-_STRATEGIES = ("all", "any", "strict", "last", "next")
+_STRATEGIES = ("all", "any", "strict", "last", "next", "max")
 _SNAPSHOT_VERSION = 2
 
 
@@ -212,6 +214,8 @@ class Stream:
         self.next_key_id = 0
         self.keys_kept = 0  # tuples left after the last forgetting pass
         self.order = new_order()  # NEXT: the best sets in strategy order (pycel.jit.order)
+        self.max_dfa = MaxDfa(query.nfa) if query.spec_strategy == "max" else None
+        self.pairs = new_pair_arena()  # MAX: every key's live pairs (pycel.jit.maximal)
         self.seconds = 0.0  # time spent in push, for reports
         # Sub-stream mode (push(..., positions=...)): the global position of the events at
         # local positions global_base, global_base + 1, ...; None until then.
@@ -285,11 +289,28 @@ class Stream:
             np.int64(q.limit if post is None else -1), np.int64(q.consume),
             t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
+        if q.spec_strategy == "max":
+            return self._run_max(class_ids, keys, key_valid, lows, args[16:19])
         if q.spec_strategy in ("last", "next"):
             *out, self.order = run_batch_last(*args, self.order, q.spec_strategy == "next")
             self.E, self.U, self.HT, se, off, var, pos = out
         else:
             self.E, self.U, self.HT, se, off, var, pos = run_batch(*args)
+        return se, off, var, pos
+
+    def _run_max(self, class_ids: Any, keys: Any, key_valid: Any, lows: Any, clauses: Any) -> tuple[Any, ...]:
+        """One call of the MAX loop over the pair automaton (``clauses``: projection mask,
+        limit and consumption, as the other loops get them)."""
+        dfa = self.max_dfa
+        assert dfa is not None
+        dfa.expand(self.classes.bits)
+        t = dfa.tables()
+        self.E, self.U, self.HT, self.pairs, se, off, var, pos = run_batch_max(
+            self.E, self.U, self.HT, self.ctr, self.pairs,
+            class_ids, keys, key_valid, lows, np.int64(self.offset),
+            t.mark_ptr, t.mark_label, t.mark_dst, t.mark_out, t.skip_dst, t.initial, t.inert,
+            np.int64(t.n_pairs), t.label_masks, *clauses,
+        )
         return se, off, var, pos
 
     def _finish(
@@ -495,7 +516,7 @@ class Stream:
         """Drop the multi-column key tuples last seen before ``window_start`` (no later
         match can include those events; a tuple seen again gets a fresh id). Not under
         LAST or NEXT, whose best sets outrank newer runs for ever."""
-        if self.query.spec_strategy in ("last", "next"):
+        if self.query.spec_strategy in ("last", "next", "max"):
             return
         if len(self.key_ids) < 4096 + 2 * self.keys_kept:
             return

@@ -115,11 +115,11 @@ def check_clauses(strategy: str, consume: str) -> None:
             "engine would consume on matches that the post-filter then removes. Drop one "
             "of them (or express the condition as unary filters/equality joins)"
         )
-    if strategy == "last":
+    if strategy in ("last", "next", "max"):
         raise UnsupportedError(
-            "strategy('last') with where(..., post_filter=True) is not supported: the "
-            "engine selects the LAST match among the unfiltered matches, before the "
-            "post-filter could remove it. Use strategy 'all' or 'strict'"
+            f"strategy({strategy!r}) with where(..., post_filter=True) is not supported: the "
+            f"engine selects the {strategy.upper()} matches among the unfiltered matches, "
+            "before the post-filter could remove them. Use strategy 'all' or 'strict'"
         )
 
 

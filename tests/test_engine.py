@@ -149,7 +149,6 @@ def test_compiled_query_pickles() -> None:
     [
         (pycel.plus(a) & b, "AND between sequences of single events"),
         (pycel.seq(a, b, c).where(a.x == c.x), "correlation"),
-        (pycel.seq(a, b).strategy("max"), "strategy"),
     ],
 )
 def test_unsupported_is_a_clear_error(pattern: Pattern, message: str) -> None:

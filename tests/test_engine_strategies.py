@@ -1,6 +1,6 @@
-"""Contiguity (``:``, ``:+``) and the STRICT and LAST strategies in the engine, against
-the reference evaluator: hand-written cases, the CEL paper's Figure 1, and generated
-patterns and streams. NEXT and MAX are not in the engine yet: they must raise."""
+"""Contiguity (``:``, ``:+``) and the STRICT, LAST, NEXT and MAX strategies in the engine,
+against the reference evaluator: hand-written cases, the CEL paper's Figure 1, and
+generated patterns and streams."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from test_paper_examples import FIGURE_1, phi1, phi3
 
 import pycel
 from pycel.dsl import Pattern
+from pycel.jit.maximal import UNION
 from pycel.jit.order import order_size
 
 warnings.simplefilter("ignore", UserWarning)
@@ -70,6 +71,7 @@ CASES = (
     + _with_strategy(BODIES, "strict")
     + _with_strategy(BODIES + CONTIGUOUS, "last")
     + _with_strategy(BODIES + CONTIGUOUS, "next")
+    + _with_strategy(BODIES + CONTIGUOUS, "max")
 )
 
 
@@ -79,7 +81,7 @@ def test_engine_equals_reference(pattern: Pattern) -> None:
         agree(pattern, stream(24, seed))
 
 
-@pytest.mark.parametrize("strategy", ["strict", "last", "next"])
+@pytest.mark.parametrize("strategy", ["strict", "last", "next", "max"])
 def test_limit_keeps_at_most_n_per_end(strategy: Any) -> None:
     pattern = seq(a, plus(b | c), d).within(events=8).strategy(strategy)
     for seed in range(3):
@@ -98,6 +100,7 @@ def test_limit_keeps_at_most_n_per_end(strategy: Any) -> None:
         ("last", [(1, 2), (5, 8)]),
         ("next", [(1, 2), (1, 8)]),
         ("strict", [(1, 2)]),
+        ("max", [(1, 2), (1, 8), (5, 8)]),
     ],
 )
 def test_figure1_phi1(strategy: Any, expected: list[tuple[int, ...]]) -> None:
@@ -106,7 +109,8 @@ def test_figure1_phi1(strategy: Any, expected: list[tuple[int, ...]]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "expected"), [("last", {(3, 4, 6, 7)}), ("next", {(3, 4, 6, 7)}), ("strict", set())]
+    ("strategy", "expected"),
+    [("last", {(3, 4, 6, 7)}), ("next", {(3, 4, 6, 7)}), ("max", {(3, 4, 6, 7)}), ("strict", set())],
 )
 def test_figure1_phi3(strategy: Any, expected: set[tuple[int, ...]]) -> None:
     got = pycel.compile(phi3().strategy(strategy)).run(FIGURE_1)
@@ -162,16 +166,46 @@ def test_next_order_list_follows_the_best_sets() -> None:
     assert 0 < order_size(st.order)
 
 
-def test_max_is_not_supported_yet() -> None:
-    with pytest.raises(pycel.UnsupportedError, match="strategy"):
-        pycel.compile(seq(a, b).strategy("max"))
+def test_max_keeps_every_maximal_match_through_union_nodes() -> None:
+    """At 3 the runs {0} and {2} (both skipping B3) reach the same pair of the MAX
+    automaton and are united by a union node; at 4 both extend through it."""
+    pattern = seq(a, b, c).strategy("max")
+    events = [A(x=0), B(x=0), A(x=0), B(x=0), B(x=0), C(x=0)]
+    stream_ = pycel.compile(pattern).stream()
+    got = stream_.push(events)
+    assert sorted(m.positions() for m in got) == [(0, 1, 5), (0, 3, 5), (0, 4, 5), (2, 3, 5), (2, 4, 5)]
+    assert (stream_.E[1, : stream_.ctr[0]] == UNION).sum() == 1
+    assert agree(pattern, events) == 5
 
 
-def test_snapshot_restore_contiguous_last_and_next() -> None:
+def test_max_drops_contained_matches() -> None:
+    """MAX keeps {0, 1, 2, 3} at 3 and drops everything it contains, also across
+    valuations of other variables; a window of 2 events then drops it too."""
+    pattern = seq(a, plus(b | c), d)
+    events = [A(x=0), B(x=0), C(x=0), D(x=0)]
+    got = pycel.compile(pattern.strategy("max")).run(events)
+    assert [m.positions() for m in got] == [(0, 1, 2, 3)]
+    assert agree(pattern.strategy("max"), events) == 1
+    assert agree(pattern.within(events=2).strategy("max"), events) == 0
+    assert agree(pattern.within(events=2), events) == 0
+
+
+def test_max_pair_arena_follows_the_keys() -> None:
+    """Every key keeps one block of live pairs; old blocks are compacted away."""
+    query = pycel.compile(seq(a, plus(b), c).partition_by(Ev.x).within(events=20).strategy("max"))
+    st_ = query.stream()
+    for seed in range(40):
+        st_.push(stream(200, seed))
+    assert st_.pairs.shape[1] <= 1024
+    assert len(st_.max_dfa.pairs) < 20
+
+
+def test_snapshot_restore_contiguous_last_next_and_max() -> None:
     for pattern in (
         seq(a, plus(b, contiguous=True), c).within(events=9).partition_by(Ev.s),
         seq(a, plus(b), c).within(events=5).strategy("last"),
         seq(a | b, plus(b), c).within(events=7).strategy("next"),
+        seq(a | b, plus(b | c), c).within(events=7).strategy("max").consume("any"),
     ):
         events = stream(26, 4)
         query = pycel.compile(pattern)
@@ -214,7 +248,7 @@ def _queries(draw: st.DrawFn, strategy: str) -> Pattern:
     return p.consume(draw(st.sampled_from(["none", "any", "partition"])))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("strategy", ["all", "strict", "last", "next"])
+@pytest.mark.parametrize("strategy", ["all", "strict", "last", "next", "max"])
 @settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")))
 @given(data=st.data())
 def test_generated(strategy: str, data: st.DataObject) -> None:
@@ -224,6 +258,22 @@ def test_generated(strategy: str, data: st.DataObject) -> None:
     agree(pattern, stream(n, seed))
 
 
+@settings(max_examples=int(os.environ.get("PYCEL_EXAMPLES", "40")) * 3)
+@given(data=st.data())
+def test_generated_max_dense(data: st.DataObject) -> None:
+    """MAX on streams of the patterns' own types (two keys), where matches contain each
+    other often: the pair automaton's merges and drops are exercised."""
+    pattern = data.draw(_queries("max"))
+    if data.draw(st.booleans()):
+        variables = sorted(pycel.compile(pattern).variables)
+        pattern = pattern.select(*data.draw(st.lists(st.sampled_from(variables), min_size=1, unique=True)))
+    if data.draw(st.booleans()):
+        pattern = pattern.limit(data.draw(st.integers(1, 2)))
+    kinds = data.draw(st.lists(st.sampled_from([A, B, C, D]), max_size=12))
+    keys = data.draw(st.lists(st.integers(0, 1), min_size=len(kinds), max_size=len(kinds)))
+    pairs = enumerate(zip(kinds, keys, strict=True))
+    agree(pattern, [kind(x=x, s="u", time=t // 3) for t, (kind, x) in pairs])
+
 
 # -- the shared generators (tests/strategies.py): everything the engine supports now ------------
 _TYPES = event_types(3)
@@ -231,7 +281,7 @@ _FEATURES = Features(
     contiguous=True,
     negation=True,
     strategies=True,
-    strategy_names=("all", "strict", "last", "next"),
+    strategy_names=("all", "strict", "last", "next", "max"),
     consume=True,
     select=True,
 )

@@ -255,6 +255,8 @@ def test_queries_without_post_filters_keep_no_tail() -> None:
         (post(seq(a, b), a.x < b.x).consume("any"), "consume"),
         (post(seq(a, b), a.x < b.x).partition_by(Ev.s).consume("partition"), "consume"),
         (post(seq(a, b), a.x < b.x).strategy("last"), "last"),
+        (post(seq(a, b), a.x < b.x).strategy("next"), "next"),
+        (post(seq(a, b), a.x < b.x).strategy("max"), "max"),
     ],
     ids=lambda v: repr(v)[:60],
 )

@@ -3,7 +3,9 @@
 A match is a path of extend nodes from the new node down to a run's first event, choosing
 one content per heap. The walk is depth-first with an explicit stack; only heap nodes with
 max-start ≥ the window start are pushed, and by the heap property each of them leads to at
-least one output, so the delay is linear in the output.
+least one output, so the delay is linear in the output. A union node (an extend node
+with label -1, made by the MAX loop) stands for its child heap: the walk enters that heap
+at the same depth.
 """
 
 from __future__ import annotations
@@ -103,6 +105,11 @@ def _enumerate(  # type: ignore[no-untyped-def]
                 stack_d[top] = d
                 top += 1
             e = U[U_CONTENT, hs]
+            if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
+                stack_h[top] = E[E_CHILD, e & emask]
+                stack_d[top] = d
+                top += 1
+                continue
             if d >= path.shape[0]:
                 path = _grow(path, d + 1)
             path[d] = e

@@ -1,0 +1,208 @@
+"""The per-event loop for the MAX selection strategy (CEL paper Algorithm 7 on the node
+store; the pair automaton is :mod:`pycel.maximal`).
+
+Under MAX a run's fate depends on the runs that contain it, so skipping is no longer
+implicit: every event of a key moves *all* of the key's live pairs. A key's pairs are a
+block of (pair, heap root) rows in the arena ``PS`` (row 0 of column 0 holds the next
+free column), found through the H entry (ACTIVE, key): block start, length and the
+position it was written at. Per event:
+
+1. every pair marks the event (a new extend node per marking row, as in the ALL loop)
+   and skips it (its whole heap moves to the skip target);
+2. the new runs whose marking row is an output are enumerated;
+3. the targets are gathered into a new block. Heaps meeting in one target are united:
+   the first is kept as is, each further one is inserted as a *union node*, an extend
+   node without an event (label -1) whose child is that heap. The enumerator walks
+   through it at the same depth, so it adds no position; it adds one step per output,
+   at most one per event of the key inside the window.
+
+The pairs of runs that all started before the window are dropped (they can never be
+output); the not-yet-started runs' pair is always kept. Its U remembers every state a
+run of the key ever reached, so a key's entry is kept for the life of the stream, as
+under LAST. Consumption (any, partition) resets a key's block to the start pair: the
+consumed runs take no part in later choices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .enumerate import _enumerate, _grow, max_label_count, new_buffers
+from .store import (
+    C_BARRIER,
+    C_H_COUNT,
+    C_U_NEXT,
+    H_POS,
+    H_RANK,
+    H_VAL,
+    U_MS,
+    heap_insert,
+    ht_find,
+    ht_rebuild,
+    ht_slot,
+    live,
+    make_room,
+    new_extend,
+)
+
+#: The reserved H state of a key's block of pairs.
+ACTIVE = -4
+#: The label of a union node (an extend node that only joins a heap into another).
+UNION = -1
+
+
+def new_pair_arena(capacity: int = 1024) -> np.ndarray:
+    """An empty pair arena: rows (pair, heap root); column 0 holds the next free column."""
+    PS = np.full((2, capacity), -1, dtype=np.int64)
+    PS[0, 0] = 1
+    return PS
+
+
+@njit(cache=True)
+def _reserve(PS, HT, need):  # type: ignore[no-untyped-def]
+    """``PS`` with room for ``need`` more columns: full arenas are compacted (every key's
+    current block is copied) and grown if the live blocks need it."""
+    if PS[0, 0] + need <= PS.shape[1]:
+        return PS
+    used = 1
+    for s in range(HT.shape[1]):
+        if HT[0, s] == ACTIVE:
+            used += HT[H_RANK, s]
+    cap = PS.shape[1]
+    while 2 * (used + need) > cap:
+        cap *= 2
+    new = np.full((2, cap), -1, dtype=np.int64)
+    free = 1
+    for s in range(HT.shape[1]):
+        if HT[0, s] == ACTIVE:
+            start, length = HT[H_VAL, s], HT[H_RANK, s]
+            new[:, free : free + length] = PS[:, start : start + length]
+            HT[H_VAL, s] = free
+            free += length
+    new[0, 0] = free
+    return new
+
+
+@njit(cache=True)
+def run_batch_max(  # type: ignore[no-untyped-def]
+    E, U, HT, ctr, PS,
+    classes, keys, key_valid, lows, offset,
+    mark_ptr, mark_label, mark_dst, mark_out, skip_dst, initial, inert, n_pairs, label_masks,
+    proj_mask, limit, consume,
+):
+    """Process one batch under MAX; return the (possibly grown) store, pair arena and the
+    matches found (the arguments mean what they mean for
+    :func:`pycel.jit.runtime.run_batch`; the tables are :class:`pycel.maximal.MaxTables`)."""
+    n = classes.shape[0]
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
+    cur_p = np.empty(16, dtype=np.int64)  # the key's pairs and roots
+    cur_r = np.empty(16, dtype=np.int64)
+    mv_dst = np.empty(64, dtype=np.int64)  # moves: target pair, node, kind
+    mv_node = np.empty(64, dtype=np.int64)
+    mv_mark = np.empty(64, dtype=np.bool_)
+    n_out = 0
+    n_ent = 0
+    budget_all = limit if limit >= 0 else 1 << 62
+    max_labels = max_label_count(label_masks)
+    for j in range(n):
+        c = classes[j]
+        if not key_valid[j] or inert[c]:
+            continue
+        pos = offset + j
+        k = keys[j]
+        lo = lows[j]
+        if ctr[C_H_COUNT] + 4 > HT.shape[1] // 2:
+            HT = ht_rebuild(HT, U, ctr, lo, 4, True)
+        # The key's block (a key seen for the first time, or whose runs were consumed,
+        # has only the start pair).
+        slot = ht_find(HT, ACTIVE, k)
+        count = 0
+        if slot >= 0 and not (consume == 1 and HT[H_POS, slot] <= ctr[C_BARRIER]):
+            start = HT[H_VAL, slot]
+            length = HT[H_RANK, slot]
+            if length > cur_p.shape[0]:
+                cur_p = _grow(cur_p, length)
+                cur_r = _grow(cur_r, length)
+            for i in range(length):
+                p, r = PS[0, start + i], PS[1, start + i]
+                # Pairs whose runs all started before the window can never be output.
+                if initial[p] or (live(U, ctr[C_U_NEXT], r) and U[U_MS, r & (U.shape[1] - 1)] >= lo):
+                    cur_p[count] = p
+                    cur_r[count] = r
+                    count += 1
+        else:
+            cur_p[0] = 0
+            cur_r[0] = -1
+            count = 1
+        moves = 0
+        for i in range(count):
+            at = c * n_pairs + cur_p[i]
+            moves += mark_ptr[at + 1] - mark_ptr[at] + 1
+        E, U = make_room(E, U, ctr, moves, lo)
+        if moves > mv_dst.shape[0]:
+            mv_dst = _grow(mv_dst, moves)
+            mv_node = _grow(mv_node, moves)
+            mv_mark = _grow(mv_mark, moves)
+        umask = U.shape[1] - 1
+        # (1) Every pair marks the event and skips it.
+        m = 0
+        emitted = 0
+        for i in range(count):
+            p, r = cur_p[i], cur_r[i]
+            at = c * n_pairs + p
+            ms = pos if initial[p] else U[U_MS, r & umask]
+            for t in range(mark_ptr[at], mark_ptr[at + 1]):
+                x = new_extend(E, ctr, pos, mark_label[t], -1 if initial[p] else r, ms)
+                # (2) Enumerate the maximal matches ending here.
+                if mark_out[t] and emitted < budget_all and ms >= lo:
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                     got) = _enumerate(
+                        x, pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                    )
+                    emitted += got
+                if mark_dst[t] >= 0:
+                    mv_dst[m], mv_node[m], mv_mark[m] = mark_dst[t], x, True
+                    m += 1
+            if skip_dst[at] >= 0:
+                mv_dst[m], mv_node[m], mv_mark[m] = skip_dst[at], r, False
+                m += 1
+        if emitted > 0 and consume != 0:
+            if consume == 1:
+                ctr[C_BARRIER] = pos
+            m = 0  # every run so far is consumed: the key restarts from the start pair
+            mv_dst[0], mv_node[0], mv_mark[0] = 0, -1, False
+            m = 1
+        # (3) Gather the moves by target pair into the key's new block.
+        PS = _reserve(PS, HT, m)
+        free = PS[0, 0]
+        written = 0
+        for f in range(m):
+            d = mv_dst[f]
+            if d < 0:
+                continue
+            root = -1
+            for g in range(f, m):
+                if mv_dst[g] != d:
+                    continue
+                node = mv_node[g]
+                if initial[d]:  # the runs that have not started: no heap
+                    root = -1
+                elif mv_mark[g]:
+                    root = heap_insert(U, E, ctr, root, node, lo, pos)
+                elif root < 0:
+                    root = node  # the first heap into d is kept as it is
+                else:
+                    union = new_extend(E, ctr, pos, UNION, node, U[U_MS, node & umask])
+                    root = heap_insert(U, E, ctr, root, union, lo, pos)
+                mv_dst[g] = -1
+            PS[0, free + written] = d
+            PS[1, free + written] = root
+            written += 1
+        PS[0, 0] = free + written
+        slot = ht_slot(HT, ctr, ACTIVE, k)
+        HT[H_VAL, slot] = free
+        HT[H_RANK, slot] = written
+        HT[H_POS, slot] = pos
+    return E, U, HT, PS, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
