@@ -321,8 +321,9 @@ def _all_workloads() -> list[Workload]:
     notes = {
         "last": "CORE paper App. H; no output, so strategies agree",
         "next": "last-x with NEXT; no output, so strategies agree",
+        "max": "last-x with MAX; no output, so strategies agree",
     }
-    for strategy in ("last", "next"):
+    for strategy in ("last", "next", "max"):
         for m in (1, 2, 3, 4):
             ws.append(
                 _seq(
@@ -337,6 +338,11 @@ def _all_workloads() -> list[Workload]:
                     note=notes[strategy],
                 )
             )
+    # Every seq3 match is maximal (three events, no two with the same end contain each
+    # other), so CORE's output, which ignores MAX, is the right one: a real comparison.
+    ws.append(
+        _seq("seq3-max", "max", 3, filt=FILTER_V, absent=False, strategy="MAX", note="MAX = ALL here")
+    )
     ws.append(
         Workload(
             "partition",

@@ -543,10 +543,13 @@ class Stream:
             stream.keys_kept = 0
         if "order" not in state:  # a snapshot from before NEXT
             stream.order = new_order()
+        if "pairs" not in state:  # a snapshot from before MAX (never of a MAX query)
+            stream.max_dfa, stream.pairs = None, new_pair_arena()
         return stream
 
     def stats(self) -> dict[str, int]:
-        """Store sizes: nodes still inside the window, allocated capacity, H entries."""
+        """Store sizes: nodes still inside the window, allocated capacity, H entries (and
+        the MAX strategy's pair arena)."""
         lo = self.offset - 1 - int(self.query.window_size) if self.query.window_unit == "events" else 0
         live_e, live_u, h = live_counts(self.E, self.U, self.HT, self.ctr, lo)
         return {
@@ -557,6 +560,7 @@ class Stream:
             "heap_capacity": int(self.U.shape[1]),
             "h_capacity": int(self.HT.shape[1]),
             "max_heap_depth": int(self.ctr[C_MAX_DEPTH]),
+            "pair_capacity": int(self.pairs.shape[1]),  # MAX: the keys' blocks of pairs
         }
 
 

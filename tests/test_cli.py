@@ -513,10 +513,10 @@ def test_unsupported_feature_exits_2_with_the_engine_message(
     with pytest.raises(pycel.UnsupportedError) as info:
         pycel.compile(ceql.parse_query(query, decl))
     assert str(info.value) in err
-    code, _, err = cli(
-        capsys, "run", "-d", stock["decl"], "--query", "SELECT MAX * FROM S WHERE SELL ; BUY", stock["data"]
-    )
-    assert code == 2 and "selection strategy 'max' is not supported by the engine yet" in err
+    # MAX runs in the engine now (it used to be the example of an unsupported feature).
+    query = "SELECT MAX * FROM S WHERE SELL ; BUY"
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-q")
+    assert code == 0 and err == ""
 
 
 @pytest.mark.parametrize("chunk", ["7", "100000"])
@@ -589,6 +589,16 @@ def test_explain(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> N
     assert "variables:   3 (T1, T2, T3)" in out
     assert "deterministic automaton: 4 states (with the start), 5 transitions over 5 predicate classes" in out
     assert out.rstrip().endswith("engine: supported")
+    assert "MAX pair automaton" not in out
+
+
+def test_explain_max_sizes_the_pair_automaton(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(capsys, "explain", "SELECT MAX * FROM S WHERE SELL ; BUY+", "-d", stock["decl"])
+    assert code == 0 and "strategy:     max" in out
+    assert "MAX pair automaton (T, E, U): 6 states (with the start), 5 transitions" in out
+    assert out.rstrip().endswith("engine: supported")
 
 
 def test_explain_kleene_partition_and_unsupported(
@@ -601,8 +611,8 @@ def test_explain_kleene_partition_and_unsupported(
     assert code == 0 and "atoms:       4" in out and "first" in out and "final" in out
     code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL AND BUY", "-d", stock["decl"])
     assert code == 0 and "atoms:       4" in out and out.rstrip().endswith("engine: supported")
-    code, out, err = cli(capsys, "explain", "SELECT MAX * FROM S WHERE SELL ; BUY", "-d", stock["decl"])
-    assert code == 2 and "atoms:" in out and "engine: not supported: selection strategy 'max'" in out
+    code, out, err = cli(capsys, "explain", "SELECT * FROM S WHERE SELL+ AND BUY", "-d", stock["decl"])
+    assert code == 2 and "automaton: not built" in out and "a Kleene plus ('+') in SELL+" in out
     code, out, _ = cli(capsys, "explain", stock_query(24), "-d", stock["decl"])
     assert code == 0 and "not computed: 65792 predicate classes" in out
 

@@ -172,10 +172,11 @@ def _batch(schema: Schema, offset: int, type_ids: np.ndarray) -> EventBatch:
     return EventBatch(schema, offset, type_ids.astype(np.int32), cols, valid)
 
 
-def test_memory_follows_the_window() -> None:
+@pytest.mark.parametrize("strategy", ["all", "max"])
+def test_memory_follows_the_window(strategy: Any) -> None:
     """10 million events, window of 1,000, no C (so no exponential output): the store stays
-    bounded (counters, not time)."""
-    query = pycel.compile(pycel.seq(a, pycel.plus(b), c).within(events=1000), types=[D])
+    bounded (counters, not time); under MAX the pair arena too."""
+    query = pycel.compile(pycel.seq(a, pycel.plus(b), c).within(events=1000).strategy(strategy), types=[D])
     st = query.stream()
     rng = np.random.default_rng(0)
     ids = [st.schema.type_names.index(n) for n in ("A", "B", "C", "D")]
@@ -185,7 +186,9 @@ def test_memory_follows_the_window() -> None:
         types = np.array(ids)[rng.choice(4, size=chunk, p=[0.02, 0.2, 0.0, 0.78])]
         st.push(_batch(st.schema, k * chunk, types))
         stats = st.stats()
-        peaks.append((stats["extend_capacity"], stats["heap_capacity"], stats["h_capacity"]))
+        peaks.append(
+            (stats["extend_capacity"], stats["heap_capacity"], stats["h_capacity"], stats["pair_capacity"])
+        )
     assert st.offset == 10 * chunk
     # Capacities settle after the first chunk and never grow again: memory follows the window.
     assert peaks[-1] == peaks[1], peaks

@@ -252,9 +252,9 @@ def join_cases(draw: st.DrawFn) -> tuple[Pattern, list[J]]:
         pattern = pattern.within(draw(st.integers(0, 4)), on=J.time)
     if draw(st.integers(0, 4)) == 0:
         pattern = pattern.partition_by(J.s)
-    clause = draw(st.sampled_from(["none", "none", "last", "consume", "limit", "select"]))
-    if clause == "last":
-        pattern = pattern.strategy("last")
+    clause = draw(st.sampled_from(["none", "none", "last", "max", "consume", "limit", "select"]))
+    if clause in ("last", "max"):
+        pattern = pattern.strategy(clause)  # type: ignore[arg-type]
     elif clause == "consume":
         pattern = pattern.consume("any")
     elif clause == "limit":
@@ -370,13 +370,18 @@ def test_tuple_keys_are_forgotten_as_they_leave_the_window() -> None:
     assert agree(whole, sample) == 1
 
 
-@pytest.mark.parametrize(("strategy", "expected"), [("all", 1), ("next", 0)])
-def test_tuple_keys_are_kept_under_next(strategy: str, expected: int) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "kleene", "expected"),
+    [("all", False, 1), ("next", False, 0), ("all", True, 1), ("max", True, 0)],
+)
+def test_tuple_keys_are_kept_under_next_and_max(strategy: str, kleene: bool, expected: int) -> None:
     """NEXT picks before the window: at the end, {0, last} (outside the window) beats
     {last - 1, last}, so nothing is output; forgetting the tuple of position 0 after the
-    5,000 other keys would wrongly output the newer pair."""
+    5,000 other keys would wrongly output the newer pair. MAX likewise prefers
+    {0, last - 1, last} to {last - 1, last}."""
     a, bb = pycel.alias(J0, "a"), pycel.alias(J1, "bb")
-    pattern = pycel.seq(a, bb).where((a.x == bb.x) & (a.y == bb.y)).within(events=2).strategy(strategy)  # type: ignore[arg-type]
+    first = pycel.plus(a) if kleene else a
+    pattern = pycel.seq(first, bb).where((a.x == bb.x) & (a.y == bb.y)).within(events=2).strategy(strategy)  # type: ignore[arg-type]
     events = [J0(x=-1, y=0), *(J0(x=k, y=1) for k in range(5000)), J0(x=-1, y=0), J1(x=-1, y=0)]
     st = pycel.compile(pattern).stream()
     got = sum(len(st.push(events[k : k + 500])) for k in range(0, len(events), 500))

@@ -67,6 +67,14 @@ SUBSTREAM_PATTERNS = {
     "limit and select": (s >> pycel.plus(b)).within(events=10).limit(2).select("b").partition_by(Stock.name),
     # contiguity under partition_by: the next event of the same key
     "contiguous": pycel.seq(s, pycel.plus(b), contiguous=True).within(events=30).partition_by(Stock.name),
+    "max": (s >> pycel.plus(b.where(b.volume > 500)))
+    .within(events=12)
+    .strategy("max")
+    .partition_by(Stock.name),
+    "max, contiguous": pycel.seq(s, pycel.plus(b), contiguous=True)
+    .within(events=30)
+    .strategy("max")
+    .partition_by(Stock.name),
 }
 
 
@@ -219,6 +227,7 @@ BATCH_PATTERNS = {
     .within(events=15)
     .partition_by(Stock.name),
     "limit, select": (s >> pycel.plus(b)).within(events=8).limit(2).select("b").partition_by(Stock.name),
+    "max": (s >> pycel.plus(b)).within(events=8).strategy("max").partition_by(Stock.name),
     # an equality join runs as a key inside the one group; a post-filter after the loop
     "equality join": (s.where(s.volume > 800) >> b.where(b.volume > 800))
     .where(s.name == b.name)

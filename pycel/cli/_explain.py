@@ -24,6 +24,7 @@ from ..engine import CompiledQuery
 from ..engine import compile as compile_query
 from ..errors import PatternError, UnsupportedError
 from ..ingest import Schema
+from ..maximal import MaxDfa
 from ..query import QuerySpec, split_query
 from ._load import Loaded
 
@@ -105,25 +106,28 @@ def predicate_classes(nfa: Nfa, declaration: Declaration) -> list[int] | int:
     return list(found)
 
 
-def determinized(nfa: Nfa, declaration: Declaration) -> str:
-    """A sentence on the size of the deterministic automaton over every class."""
+def determinized(nfa: Nfa, declaration: Declaration, *, pairs: bool = False) -> str:
+    """A sentence on the size of the deterministic automaton over every class (with
+    ``pairs``: of the MAX strategy's pair automaton)."""
     classes = predicate_classes(nfa, declaration)
     if isinstance(classes, int):
         return f"not computed: {classes} predicate classes (more than {MAX_CLASSES})"
-    dfa = Dfa(nfa)
+    dfa: Dfa | MaxDfa = MaxDfa(nfa) if pairs else Dfa(nfa)
+    states = dfa.pairs if isinstance(dfa, MaxDfa) else dfa.states
     began = time.perf_counter()
     for k in range(1, len(classes) + 1):
         try:
             dfa.expand(classes[:k])
         except UnsupportedError:
-            return f"more than {len(dfa.states)} states (the engine's limit)"
-        if len(dfa.states) > MAX_STATES or time.perf_counter() - began > MAX_SECONDS:
-            return (
-                f"at least {len(dfa.states)} states (stopped after {k} of {len(classes)} predicate classes)"
-            )
-    moves = sum(len(m) for m in dfa.moves)
+            return f"more than {len(states)} states (the engine's limit)"
+        if len(states) > MAX_STATES or time.perf_counter() - began > MAX_SECONDS:
+            return f"at least {len(states)} states (stopped after {k} of {len(classes)} predicate classes)"
+    if isinstance(dfa, MaxDfa):
+        moves = sum(len(rows) for by_pair in dfa.marks for rows in by_pair.values())
+    else:
+        moves = sum(len(m) for m in dfa.moves)
     return (
-        f"{len(dfa.states)} states (with the start), {moves} transitions over "
+        f"{len(states)} states (with the start), {moves} transitions over "
         f"{len(classes)} predicate classes"
     )
 
@@ -180,5 +184,7 @@ def explain(loaded: Loaded) -> tuple[str, str | None]:
     header = ["atom", "reads", "binds", "filters", "next", ""]
     out += _table([header, *(_atom_row(nfa, a) for a in nfa.atoms)])
     out += ["", f"deterministic automaton: {determinized(nfa, decl)}"]
+    if spec.strategy == "max":
+        out += [f"MAX pair automaton (T, E, U): {determinized(nfa, decl, pairs=True)}"]
     out += ["", f"engine: not supported: {problem}" if problem else "engine: supported"]
     return "\n".join(out) + "\n", problem

@@ -32,6 +32,7 @@ from .store import (
     C_U_NEXT,
     E_MS,
     E_POS,
+    EMPTY,
     FRESH,
     PREV,
     U_CONTENT,
@@ -228,7 +229,7 @@ def live_counts(
     u_ids = np.arange(max(0, u_next - U.shape[1]), u_next)
     live_e = int(np.count_nonzero(E[E_POS, e_ids & (E.shape[1] - 1)] >= lo))
     live_u = int(np.count_nonzero(U[U_CREATED, u_ids & (U.shape[1] - 1)] >= lo))
-    occupied = HT[0] >= 0
+    occupied = HT[0] != EMPTY  # run heaps and the reserved entries (barriers, MAX blocks)
     return live_e, live_u, int(np.count_nonzero(occupied))
 
 
