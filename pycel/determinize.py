@@ -57,6 +57,27 @@ class DfaTables:
     extends_gap: npt.NDArray[np.bool_]
 
 
+class LabelSets:
+    """Label sets (the variables one marked event binds) as dense ids, and as bit masks of
+    the automaton's variables for the runtime."""
+
+    def __init__(self, variables: tuple[str, ...]) -> None:
+        self.variables = variables
+        self.sets: list[frozenset[str]] = []
+        self.ids: dict[frozenset[str], int] = {}
+
+    def id(self, labels: frozenset[str]) -> int:
+        lid = self.ids.get(labels)
+        if lid is None:
+            lid = self.ids[labels] = len(self.sets)
+            self.sets.append(labels)
+        return lid
+
+    def masks(self) -> npt.NDArray[np.int64]:
+        masks = [sum(1 << self.variables.index(v) for v in ls) for ls in self.sets] or [0]
+        return np.array(masks, dtype=np.int64)
+
+
 class Dfa:
     """The lazily determinized automaton of an :class:`~pycel.automaton.Nfa`."""
 
@@ -64,8 +85,7 @@ class Dfa:
         self.nfa = nfa
         self.states: list[frozenset[int]] = [frozenset([START])]
         self.state_ids: dict[frozenset[int], int] = {self.states[0]: 0}
-        self.labels: list[frozenset[str]] = []
-        self.label_ids: dict[frozenset[str], int] = {}
+        self.labels = LabelSets(nfa.variables)
         self.class_bits: list[int] = []
         # moves[c] / adj_moves[c] = list of (src, label, dst) for class c (δ_gap / δ_adj)
         self.moves: list[list[tuple[int, int, int]]] = []
@@ -82,13 +102,6 @@ class Dfa:
             self.states.append(atoms)
         return sid
 
-    def _label(self, labels: frozenset[str]) -> int:
-        lid = self.label_ids.get(labels)
-        if lid is None:
-            lid = self.label_ids[labels] = len(self.labels)
-            self.labels.append(labels)
-        return lid
-
     def _step(self, sid: int, bits: int, adjacent: bool = False) -> list[tuple[int, int, int]]:
         """Transitions of state ``sid`` on a class with atom bit-vector ``bits`` (δ_adj if
         ``adjacent``, else δ_gap)."""
@@ -102,7 +115,7 @@ class Dfa:
                 if bits >> b & 1:
                     groups.setdefault(self.nfa.atoms[b].labels, set()).add(b)
         return [
-            (sid, self._label(labels), self._state(frozenset(targets)))
+            (sid, self.labels.id(labels), self._state(frozenset(targets)))
             for labels, targets in sorted(groups.items(), key=lambda kv: sorted(kv[0]))
         ]
 
@@ -129,8 +142,6 @@ class Dfa:
         if self._tables is None:
             ptr, arr = _csr(self.moves)
             aptr, adj = _csr(self.adj_moves)
-            variables = self.nfa.variables
-            masks = [sum(1 << variables.index(v) for v in ls) for ls in self.labels] or [0]
             last = self.nfa.last
             follow = self.nfa.follow
             gap = self.nfa.gap_follow
@@ -143,7 +154,7 @@ class Dfa:
                 extends=np.array(
                     [any(follow.get(a) for a in s if a != START) for s in self.states], dtype=np.bool_
                 ),
-                label_masks=np.array(masks, dtype=np.int64),
+                label_masks=self.labels.masks(),
                 aptr=aptr,
                 asrc=np.ascontiguousarray(adj[:, 0]),
                 alabel=np.ascontiguousarray(adj[:, 1]),

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .automaton import Nfa
+from .determinize import LabelSets
 from .errors import UnsupportedError
 
 START = -1
@@ -77,8 +78,7 @@ class MaxDfa:
         start: Pair = (frozenset([START]), frozenset(), frozenset())
         self.pairs: list[Pair] = [start]
         self.pair_ids: dict[Pair, int] = {start: 0}
-        self.labels: list[frozenset[str]] = []
-        self.label_ids: dict[frozenset[str], int] = {}
+        self.labels = LabelSets(nfa.variables)
         self.class_bits: list[int] = []
         # per class: {pair: [(label, dst, out), ...]} and {pair: skip dst}
         self.marks: list[dict[int, list[tuple[int, int, bool]]]] = []
@@ -133,13 +133,6 @@ class MaxDfa:
             self.pairs.append(key)
         return pid
 
-    def _label(self, labels: frozenset[str]) -> int:
-        lid = self.label_ids.get(labels)
-        if lid is None:
-            lid = self.label_ids[labels] = len(self.labels)
-            self.labels.append(labels)
-        return lid
-
     def _step(self, pid: int, bits: int) -> tuple[list[tuple[int, int, bool]], int]:
         """(marking rows, skip target) of pair ``pid`` on a class with atom bits ``bits``."""
         t, e, u = self.pairs[pid]
@@ -158,7 +151,7 @@ class MaxDfa:
             dst = self._pair(t1, (mark_e | others) - t1, mark_u)
             out = not larger_final and any(q >> 1 in self.final for q in targets)
             if dst >= 0 or out:
-                rows.append((self._label(labels), dst, out))
+                rows.append((self.labels.id(labels), dst, out))
         u2 = {q for ts in by_label.values() for q in ts} | mark_e | mark_u | self._skip_all(u)
         t2 = self._skip_all(t) - u2
         skip = self._pair(t2, self._skip_all(e) - u2 - t2, u2)
@@ -201,8 +194,6 @@ class MaxDfa:
                     rows.extend(mine)
                     skip[c * n + p] = self.skips[c][p]
             ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-            variables = self.nfa.variables
-            masks = [sum(1 << variables.index(v) for v in ls) for ls in self.labels] or [0]
             self._tables = MaxTables(
                 n_pairs=n,
                 mark_ptr=ptr,
@@ -215,6 +206,6 @@ class MaxDfa:
                     [bits == 0 and not self.contiguous for bits in self.class_bits] or [False],
                     dtype=np.bool_,
                 ),
-                label_masks=np.array(masks, dtype=np.int64),
+                label_masks=self.labels.masks(),
             )
         return self._tables

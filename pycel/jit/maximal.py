@@ -171,7 +171,7 @@ def run_batch_max(  # type: ignore[no-untyped-def]
         if emitted > 0 and consume != 0:
             if consume == 1:
                 ctr[C_BARRIER] = pos
-            m = 0  # every run so far is consumed: the key restarts from the start pair
+            # Every run so far is consumed: the key restarts from the start pair alone.
             mv_dst[0], mv_node[0], mv_mark[0] = 0, -1, False
             m = 1
         # (3) Gather the moves by target pair into the key's new block.
