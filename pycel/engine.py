@@ -339,7 +339,7 @@ class Stream:
             starts, ends, off, var, pos = (
                 matches.starts, matches.ends, matches.offsets, matches.var_ids, matches.positions
             )
-        if q.projected:
+        if q.projected and post is not None:  # otherwise the enumerator drops repeats itself
             keep = unique_matches(starts, ends, off, var, pos)
             if not keep.all():
                 matches = take(matches, keep)

@@ -63,12 +63,57 @@ def emit_match(  # type: ignore[no-untyped-def]
     return out_se, out_off, out_var, out_pos, n_out, n_ent
 
 
+@njit(cache=True, inline="always")
+def _match_hash(out_se, out_off, out_var, out_pos, i):  # type: ignore[no-untyped-def]
+    h = out_se[2 * i] * 0x9E3779B1 + out_se[2 * i + 1]
+    for e in range(out_off[i], out_off[i + 1]):
+        h = (h * 0x85EBCA77 + out_var[e]) * 0xC2B2AE3D + out_pos[e]
+    h ^= h >> 29
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+@njit(cache=True, inline="always")
+def _same_match(out_se, out_off, out_var, out_pos, i, j):  # type: ignore[no-untyped-def]
+    if out_se[2 * i] != out_se[2 * j] or out_off[i + 1] - out_off[i] != out_off[j + 1] - out_off[j]:
+        return False
+    for e in range(out_off[i + 1] - out_off[i]):
+        a, b = out_off[i] + e, out_off[j] + e
+        if out_var[a] != out_var[b] or out_pos[a] != out_pos[b]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _seen_before(seen, out_se, out_off, out_var, out_pos, i, first, end):  # type: ignore[no-untyped-def]
+    """(seen, whether match i repeats one of the matches first..i-1, which all end at
+    ``end``); a new match is recorded. ``seen`` is an open-addressing set of match ids
+    (row 0) valid while row 1 holds ``end``, so it empties itself at the next end."""
+    if 2 * (i - first + 1) > seen.shape[1]:  # grow, and re-insert this end's matches
+        seen = np.full((2, 2 * seen.shape[1]), -1, dtype=np.int64)
+        for j in range(first, i):
+            s = _match_hash(out_se, out_off, out_var, out_pos, j) & (seen.shape[1] - 1)
+            while seen[1, s] == end:
+                s = (s + 1) & (seen.shape[1] - 1)
+            seen[0, s], seen[1, s] = j, end
+    s = _match_hash(out_se, out_off, out_var, out_pos, i) & (seen.shape[1] - 1)
+    while seen[1, s] == end:
+        if _same_match(out_se, out_off, out_var, out_pos, seen[0, s], i):
+            return seen, True
+        s = (s + 1) & (seen.shape[1] - 1)
+    seen[0, s], seen[1, s] = i, end
+    return seen, False
+
+
 @njit(cache=True)
 def _enumerate(  # type: ignore[no-untyped-def]
     x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
 ):
-    """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays."""
+    """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays.
+
+    With a projection (``seen`` has columns), several valuations can give one match: a
+    match equal to one already written for this end (matches ``first``…) is taken back
+    and does not count towards ``budget``, so LIMIT n keeps n distinct matches."""
     emask = E.shape[1] - 1
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
@@ -125,9 +170,15 @@ def _enumerate(  # type: ignore[no-untyped-def]
             path, depth_done, end, E, label_masks, proj_mask,
             out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
         )
-        emitted += 1
         depth_done = -1
-    return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, emitted
+        if seen.shape[1] > 0:
+            seen, repeated = _seen_before(seen, out_se, out_off, out_var, out_pos, n_out - 1, first, end)
+            if repeated:
+                n_out -= 1
+                n_ent = out_off[n_out]
+                continue
+        emitted += 1
+    return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, emitted
 
 
 @njit(cache=True)
@@ -145,9 +196,11 @@ def max_label_count(label_masks):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def new_buffers():  # type: ignore[no-untyped-def]
-    """Empty, growable output arrays (start/end pairs, offsets, variables, positions) and
-    the enumerator's path and stack, as a per-event loop starts with them."""
+def new_buffers(label_masks, proj_mask):  # type: ignore[no-untyped-def]
+    """Empty, growable output arrays (start/end pairs, offsets, variables, positions),
+    the enumerator's path and stack, and its set of this end's matches (no columns when
+    nothing is projected away: then every valuation is a distinct match), as a per-event
+    loop starts with them."""
     out_se = np.empty(64, dtype=np.int64)
     out_off = np.zeros(33, dtype=np.int64)
     out_var = np.empty(64, dtype=np.int32)
@@ -155,4 +208,8 @@ def new_buffers():  # type: ignore[no-untyped-def]
     path = np.empty(64, dtype=np.int64)
     stack_h = np.empty(64, dtype=np.int64)
     stack_d = np.empty(64, dtype=np.int64)
-    return out_se, out_off, out_var, out_pos, path, stack_h, stack_d
+    bound = 0
+    for mask in label_masks:
+        bound |= mask
+    seen = np.full((2, 64 if bound & ~proj_mask else 0), -1, dtype=np.int64)
+    return out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen

@@ -175,7 +175,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
     """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
     same arguments plus the order list ``OL``; the same results plus ``OL``)."""
     n = classes.shape[0]
-    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     new_r = np.empty(64, dtype=np.int64)
@@ -244,14 +244,15 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 best = new_r[f]
         # (2) Enumerate every valuation of the best complex event ending here.
         emitted = 0
+        first = n_out
         for f in range(fired):
             if new_r[f] == best and final[new_d[f]] and emitted < budget_all:
                 if E[E_MS, new_x[f] & (E.shape[1] - 1)] < lo:
                     break  # equal rank, equal C: all of them start before lo
-                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
                  got) = _enumerate(
                     new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
                 )
                 emitted += got
         if emitted > 0 and consume != 0:

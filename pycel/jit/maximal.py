@@ -95,7 +95,7 @@ def run_batch_max(  # type: ignore[no-untyped-def]
     matches found (the arguments mean what they mean for
     :func:`pycel.jit.runtime.run_batch`; the tables are :class:`pycel.maximal.MaxTables`)."""
     n = classes.shape[0]
-    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     cur_p = np.empty(16, dtype=np.int64)  # the key's pairs and roots
     cur_r = np.empty(16, dtype=np.int64)
     mv_dst = np.empty(64, dtype=np.int64)  # moves: target pair, node, kind
@@ -148,6 +148,7 @@ def run_batch_max(  # type: ignore[no-untyped-def]
         # (1) Every pair marks the event and skips it.
         m = 0
         emitted = 0
+        first = n_out
         for i in range(count):
             p, r = cur_p[i], cur_r[i]
             at = c * n_pairs + p
@@ -156,10 +157,10 @@ def run_batch_max(  # type: ignore[no-untyped-def]
                 x = new_extend(E, ctr, pos, mark_label[t], -1 if initial[p] else r, ms)
                 # (2) Enumerate the maximal matches ending here.
                 if mark_out[t] and emitted < budget_all and ms >= lo:
-                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
                      got) = _enumerate(
                         x, pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                        out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
                     )
                     emitted += got
                 if mark_dst[t] >= 0:

@@ -146,7 +146,7 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
     store and the matches."""
     n = bits.shape[0]
     n_trans = mask.shape[0]
-    out_se, out_off, out_var, out_pos, _path, _sh, _sd = new_buffers()
+    out_se, out_off, out_var, out_pos, _path, _sh, _sd, _seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     new_t = np.empty(64, dtype=np.int64)

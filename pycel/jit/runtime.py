@@ -120,7 +120,7 @@ def run_batch(  # type: ignore[no-untyped-def]
     ``contiguous``: whether δ_adj (``aptr``…) is in use.
     """
     n = classes.shape[0]
-    out_se, out_off, out_var, out_pos, path, stack_h, stack_d = new_buffers()
+    out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     n_out = 0
@@ -184,12 +184,13 @@ def run_batch(  # type: ignore[no-untyped-def]
                     fired = _fire(E, U, ctr, pos, alabel[t], adst[t], f, lo, new_x, new_d, fired)
         # (2) Enumerate the matches ending here.
         emitted = 0
+        first = n_out
         for f in range(fired):
             if final[new_d[f]] and emitted < budget_all:
-                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
                  got) = _enumerate(
                     new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
                 )
                 emitted += got
         if emitted > 0 and consume != 0:
