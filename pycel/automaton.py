@@ -30,9 +30,7 @@ from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from .errors import UnsupportedError
 from .events import event_name
 from .expr import Expr, conjuncts
-
-#: The engine packs an event's atom predicates into one int64 bit-vector.
-MAX_ATOMS = 62
+from .limits import MAX_ATOMS
 
 
 @attrs.frozen

@@ -30,9 +30,9 @@ import numpy.typing as npt
 
 from .automaton import Nfa
 from .errors import UnsupportedError
+from .limits import MAX_STATES
 
 START = -1  # the pseudo-atom a new run starts from
-MAX_STATES = 1 << 20
 
 
 @attrs.frozen

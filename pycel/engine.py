@@ -42,6 +42,7 @@ from .jit.pcea import new_arena, run_batch_hcq
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
+from .limits import MAX_VARIABLES
 from .matches import Matches, take
 from .maximal import MaxDfa
 from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
@@ -137,8 +138,8 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
     nfa = build_nfa(body, strict=spec.strategy == "strict")
-    if len(nfa.variables) > 63:
-        raise UnsupportedError("the engine supports at most 63 variables per pattern")
+    if len(nfa.variables) > MAX_VARIABLES:
+        raise UnsupportedError(f"the engine supports at most {MAX_VARIABLES} variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
     schema = Schema.for_types([*event_types(spec.body), *types])

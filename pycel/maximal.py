@@ -42,9 +42,9 @@ import numpy.typing as npt
 from .automaton import Nfa
 from .determinize import LabelSets
 from .errors import UnsupportedError
+from .limits import MAX_PAIRS
 
 START = -1
-MAX_PAIRS = 1 << 16
 
 Pair = tuple[frozenset[int], frozenset[int], frozenset[int]]  # (T, E, U)
 

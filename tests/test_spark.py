@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 
 import pycel
+from examples.correlation import Cancelled, Filled, Placed, generate
 from examples.stock_data import Buy, Sell, Stock, stock_events, write_parquet_parts
 from pycel import DataError
 
@@ -31,7 +32,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pycel.spark  # noqa: E402
-from pycel.spark._batch import grouping  # noqa: E402
+from pycel.spark._batch import grouping, join_group_column  # noqa: E402
 from pycel.spark._runner import KeyState, RunnerSpec, advance, run_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +99,8 @@ def test_substreams_with_global_positions_equal_the_whole_stream(name: str) -> N
 
 def test_groups_follow_partition_or_a_join_key() -> None:
     """A join whose attribute has one name groups like PARTITION BY; CONSUME BY ANY (global)
-    and joins on differently named attributes run as one group."""
+    runs as one group; a join on differently named attributes needs a derived column
+    (test_join_on_differently_named_attributes_groups_by_their_values)."""
     joined = (s >> b).where(s.name == b.name)
     assert grouping(pycel.compile(joined)) == ["name"]
     assert grouping(pycel.compile(joined.partition_by(Stock.volume))) == ["volume"]
@@ -253,6 +255,27 @@ def test_batch_detect_equals_query_run(name: str, ticks: pd.DataFrame, ticks_df:
         ids = [i for v in r["ids"].asDict().values() for i in v]
         assert sorted(ids) == sorted(p for v in r["positions"].asDict().values() for p in v)
         assert all(r[k] is not None for k in keys)
+
+
+@pytest.mark.spark
+def test_join_on_differently_named_attributes_groups_by_their_values(spark: SparkSession) -> None:
+    """``o.sym == f.ticker``: one group per symbol through a derived column (Cancelled,
+    which the join does not read, in a null group), with the in-process matches."""
+    events = generate(600)
+    events["id"] = np.arange(len(events))
+    o, f = pycel.alias(Placed, "o"), pycel.alias(Filled, "f")
+    pattern = pycel.seq(o, f).where(o.sym == f.ticker).within(seconds=60, on=Placed.time)
+    query = pycel.compile(pattern, types=[Cancelled])
+    derived = join_group_column(query, "event_type")
+    assert grouping(query) == [] and derived is not None
+    assert join_group_column(pycel.compile(pattern.consume("any"), types=[Cancelled]), "event_type") is None
+    df = spark.createDataFrame(events.sample(frac=1, random_state=3))
+    assert df.select(derived.alias("g")).distinct().count() > 100  # ~200 symbols and null
+    rows = pycel.spark.detect(df, pattern, order_by="time", id_column="id", types=[Cancelled]).collect()
+    want = query.run(events.drop(columns=["id"])).keys()
+    assert len(want) > 0
+    assert len(rows) == len(want)
+    assert {row_key(r) for r in rows} == want
 
 
 @pytest.mark.spark

@@ -72,8 +72,9 @@ def detect(
     Batch DataFrames: the stream order is ``order_by`` (columns), else ``time`` (default:
     the attribute of the pattern's time window); ``id_column`` breaks ties. Positions are
     numbered in that order over the whole DataFrame, unless ``position_column`` already
-    holds them. Patterns with ``partition_by`` run one group per key
-    (``groupBy(keys).applyInPandas``); others run as a single group.
+    holds them. Patterns with ``partition_by``, or an equality join every event takes
+    part in, run one group per key (``groupBy(keys).applyInPandas``); others run as a
+    single group.
 
     Streaming DataFrames: ``position_column`` is required (positions increasing in
     arrival order per key); each key's engine state lives in Spark's state store, so a

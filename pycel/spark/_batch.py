@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 import pandas as pd
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -60,6 +60,52 @@ def stream_order(
     if cols and id_column is not None and id_column not in cols:
         cols.append(id_column)  # ties in time are broken by id
     return time, cols
+
+
+def join_group_column(query: CompiledQuery, type_column: str) -> Column | None:
+    """For a join on differently named attributes (``o.sym == f.ticker``, no
+    PARTITION BY): per event, the value its type's attribute carries for the join, so
+    that groups by it hold whole matches; None when no such column applies.
+
+    Values are normalized so that values the engine finds equal group together (ints as
+    longs, floats with -0.0 as 0.0, anything else as text; merging unequal values is
+    harmless, splitting equal ones is not). Events of types the join does not read get
+    null and go to one group of their own, where the engine still checks them (unknown
+    types are errors, not dropped)."""
+    if query.consume == 1 or query.partition or not query.join_keys or grouping(query):
+        return None
+    key = query.join_keys[0]
+    column: Column | None = None
+    for tid, name in enumerate(query.schema.type_names):
+        names = {a for t, a in key.attributes if t in query.schema.supertypes[tid]}
+        if len(names) > 1:
+            return None  # one group: the engine reports the ambiguity
+        if not names:
+            continue
+        raw = F.col(names.pop())
+        if key.dtype == "int":
+            value = raw.cast("long")
+        elif key.dtype == "float":
+            value = raw.cast("double") + F.lit(0.0)
+        else:
+            value = raw.cast("string")
+        is_type = F.col(type_column) == F.lit(name)
+        column = F.when(is_type, value) if column is None else column.when(is_type, value)
+    return column
+
+
+def with_groups(
+    events: DataFrame, query: CompiledQuery, type_column: str
+) -> tuple[DataFrame, list[str], bool]:
+    """(``events`` with any derived group column, the group-by columns, whether the
+    stream runs as one group)."""
+    keys = grouping(query)
+    if keys:
+        return events, keys, False
+    derived = join_group_column(query, type_column)
+    if derived is not None:
+        return events.withColumn(GROUP, derived), [GROUP], False
+    return events.withColumn(GROUP, F.lit(0)), [GROUP], True
 
 
 def grouping(query: CompiledQuery) -> list[str]:
@@ -129,13 +175,9 @@ def detect_batch(
         events = events.where(F.col(k).isNotNull())
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
     events = events.select(*wanted)
-    if keys:
-        return events.groupBy(*keys).applyInPandas(group_function(spec), schema)
-    return (
-        events.withColumn(GROUP, F.lit(0))
-        .groupBy(GROUP)
-        .applyInPandas(group_function(spec, warn_above=LARGE_GROUP_ROWS), schema)
-    )
+    events, keys, single = with_groups(events, query, event_type_column)
+    run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
+    return events.groupBy(*keys).applyInPandas(run, schema)
 
 
 def group_function(spec: RunnerSpec, warn_above: int | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:

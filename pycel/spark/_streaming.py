@@ -30,7 +30,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from ..engine import CompiledQuery
 from ..errors import DataError
-from ._batch import GROUP, grouping
+from ._batch import grouping, with_groups
 from ._plan import PatternArg, TypesArg, check_integral, compile_pattern, output_schema, runner_spec
 from ._runner import KeyState, RunnerSpec, advance
 
@@ -152,8 +152,7 @@ def detect_stream(
             )
     else:
         expiry = None
-    if not keys:
-        events, keys = events.withColumn(GROUP, F.lit(0)), [GROUP]
+    events, keys, _ = with_groups(events, query, event_type_column)
     grouped = events.groupBy(*keys)
     api = _choose_api(df, stateful_api)
     if api == "transformWithState":
