@@ -279,6 +279,36 @@ def test_join_on_differently_named_attributes_groups_by_their_values(spark: Spar
 
 
 @pytest.mark.spark
+def test_streaming_join_on_differently_named_attributes(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The derived group column works for streaming too: the state is kept per symbol."""
+    events = generate(400, seed=5)
+    events["id"] = np.arange(len(events))
+    write_parquet_parts(events, tmp_path / "in", 3)
+    o, f = pycel.alias(Placed, "o"), pycel.alias(Filled, "f")
+    pattern = pycel.seq(o, f).where(o.sym == f.ticker).within(seconds=40, on=Placed.time)
+    source = spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+    stream = source.option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+    matches = pycel.spark.detect(stream, pattern, position_column="id", types=[Cancelled])
+    matches.explain(extended=True)
+    plan = capsys.readouterr().out
+    assert "CASE WHEN (event_type#" in plan and "= Placed) THEN sym#" in plan  # the derived key
+    query = (
+        matches.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    want = pycel.compile(pattern, types=[Cancelled]).run(events.drop(columns=["id"])).keys()
+    assert len(want) > 0
+    assert sorted(row_key(r) for r in rows) == sorted(want)
+
+
+@pytest.mark.spark
 def test_batch_detect_ceql_and_events(spark: SparkSession, ticks: pd.DataFrame, ticks_df: Any) -> None:
     """A CEQL query text, with the matched events' columns in the output."""
     declaration = """CREATE STREAM Stock {
