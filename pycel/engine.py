@@ -130,7 +130,7 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         planned, join_keys = plan_joins(expand_conjunctions(body))
     except UnsupportedError:
         # Nested join classes over an AND of single events: the parallelized automaton.
-        hcq = plan_hcq(body) if _hcq_clauses_ok(spec) else None
+        hcq = plan_hcq(body, spec.partition) if _hcq_clauses_ok(spec) else None
         if hcq is None:
             raise
         return _compile_hcq(spec, hcq, post, types, repr(pattern))
@@ -149,9 +149,9 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
 
 
 def _hcq_clauses_ok(spec: QuerySpec) -> bool:
-    """The clauses the parallelized automaton supports: windows and LIMIT."""
-    plain = spec.strategy in ("all", "any") and spec.consume == "none"
-    return plain and not spec.partition and spec.select is None
+    """The clauses the parallelized automaton supports: windows, PARTITION BY (as a join
+    class over every atom), SELECT and LIMIT."""
+    return spec.strategy in ("all", "any") and spec.consume == "none"
 
 
 def _compile_hcq(

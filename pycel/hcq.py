@@ -49,7 +49,8 @@ class HcqAtom:
 class HcqTransition:
     """Reading one event as the atoms ``reads`` (several: one event serving a self-join)
     completes node ``target`` from the complete subtrees ``children``. ``same``: attribute
-    pairs the event must hold equal (two merged atoms in one class); ``child_attrs`` and
+    pairs the event must hold equal (two merged atoms in one class; ``(a, a)`` when both
+    read attribute a: it must not be null, as null == null is false); ``child_attrs`` and
     ``target_attrs``: the event's attributes giving each child's and the target's key,
     one per class of the shape (classes in order)."""
 
@@ -89,9 +90,13 @@ def _items(node: Pattern, out: list[HcqAtom]) -> bool:
     return True
 
 
-def plan_hcq(body: Pattern) -> HcqPlan | None:
+def plan_hcq(body: Pattern, partition: tuple[str, ...] = ()) -> HcqPlan | None:
     """The parallelized automaton of ``body``, or None when it is not such a pattern
-    (the caller then uses the sequential engine)."""
+    (the caller then uses the sequential engine).
+
+    ``partition``: PARTITION BY attributes. All events of a match share their values, and
+    an event without one is in no partition, exactly like a join class over every atom
+    on that attribute, so each becomes one (the root class of the q-tree)."""
     preds: list[Expr[bool]] = []
     while isinstance(body, Filter) and not body.post_filter:
         preds += conjuncts(body.predicate)
@@ -133,6 +138,14 @@ def plan_hcq(body: Pattern) -> HcqPlan | None:
         for (v, n), a in zip(sides, (p.left, p.right), strict=True):
             dtypes[(v, n)] = a.dtype
         parent[root(sides[1])] = root(sides[0])
+    for name in partition:
+        kinds = {item.event.__fields__[name] for item in atoms if name in item.event.__fields__}
+        kind = kinds.pop() if len(kinds) == 1 else "float" if kinds == {"int", "float"} else None
+        if kind is None:
+            return None
+        for item in atoms:
+            dtypes[(item.var, name)] = kind
+            parent[root((item.var, name))] = root((atoms[0].var, name))
     roots = sorted({root(s) for s in parent})
     class_attrs: list[tuple[str | None, ...]] = []
     class_sets: list[frozenset[int]] = []
@@ -222,8 +235,11 @@ def _transition(
 
     same: list[tuple[str, str]] = []
     for per_atom in class_attrs:
-        used = sorted({a for a in (per_atom[i] for i in reads) if a is not None})
+        read = [a for a in (per_atom[i] for i in reads) if a is not None]
+        used = sorted(set(read))
         same += [(used[0], other) for other in used[1:]]
+        if len(used) == 1 and len(read) > 1:
+            same.append((used[0], used[0]))  # x == x is false when x is null
     return HcqTransition(
         reads,
         target,

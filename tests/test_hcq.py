@@ -116,6 +116,11 @@ def hcq_cases(draw: st.DrawFn) -> tuple[Pattern, list[Q]]:
         pattern = pattern.within(events=draw(st.integers(1, 8)))
     elif window == "time":
         pattern = pattern.within(draw(st.integers(0, 3)), on=Q.time)
+    if draw(st.integers(0, 3)) == 0:  # a class over every atom (z is sometimes null)
+        pattern = pattern.partition_by(draw(st.sampled_from([Q.x, Q.z])))
+    if draw(st.integers(0, 3)) == 0:
+        names = [f"v{k}" for k in range(n)]
+        pattern = pattern.select(*draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
     if draw(st.integers(0, 4)) == 0:
         pattern = pattern.limit(draw(st.integers(1, 2)))
     length = draw(st.integers(0, 28))
@@ -178,6 +183,29 @@ def test_pushing_in_pieces_and_restoring_equal_one_run() -> None:
         got = st1.push(events[:cut]).keys()
         got |= pycel.Stream.restore(st1.snapshot()).push(events[cut:]).keys()
         assert got == whole
+
+
+def test_partition_and_projection_on_the_parallel_path() -> None:
+    """PARTITION BY is a class over every atom; a projection lists each match once, and
+    LIMIT counts distinct matches."""
+    a, b, c = pycel.alias(Q0, "a"), pycel.alias(Q1, "b"), pycel.alias(Q2, "c")
+    pattern = (a & b & c).where((b.x == c.x) & (b.y == c.y))
+    events = [Q0(x=0, y=0, z=1), Q1(x=0, y=0, z=1), Q1(x=0, y=0, z=1), Q2(x=0, y=0, z=1), Q2(x=0, y=0, z=2)]
+    assert _same(pattern.partition_by(Q.z), events) == 2  # b1 or b2 with c3; none with c4
+    query = pycel.compile(pattern.partition_by(Q.z))
+    assert query.hcq is not None and len(query.hcq.nodes) == 5  # root {a,b,c} (z), {b,c}, atoms
+    assert _same(pattern.select("a"), events) == 2  # [0, 3] and [0, 4], each once
+    got = pycel.compile(pattern.select("a", "c").limit(1)).run(events)
+    assert [(m.start, m.end) for m in got] == [(0, 3), (0, 4)]
+
+
+def test_one_event_serving_two_atoms_of_a_class_needs_a_value() -> None:
+    """v0 and v1 in one class on z, both served by one Q0 event whose z is null: null ==
+    null is false, so there is no match (this used to match)."""
+    v0, v1, v2 = pycel.alias(Q0, "v0"), pycel.alias(Q0, "v1"), pycel.alias(Q1, "v2")
+    pattern = (v0 & v1 & v2).where((v1.x == v0.x) & (v2.x == v0.x) & (v1.z == v0.z))
+    assert _same(pattern, [Q0(x=0, y=0, z=None, time=0), Q1(x=0, y=0, z=None, time=0)]) == 0
+    assert _same(pattern, [Q0(x=0, y=0, z=1, time=0), Q1(x=0, y=0, z=None, time=0)]) == 1
 
 
 def test_self_join_lets_one_event_serve_two_atoms() -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .enumerate import _grow, emit_match, max_label_count, new_buffers
+from .enumerate import _grow, _seen_before, emit_match, max_label_count, new_buffers
 from .store import (
     C_U_NEXT,
     E_LABEL,
@@ -72,11 +72,26 @@ def _open(E, node, rest, cell_h, cell_next, ncell):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True)
+def _sort_entries(out_var, out_pos, lo, hi):  # type: ignore[no-untyped-def]
+    """Order one match's entries as the chain enumerator does (latest position first,
+    then by variable), so that equal matches have equal entry sequences."""
+    for i in range(lo + 1, hi):
+        v, p = out_var[i], out_pos[i]
+        k = i
+        while k > lo and (out_pos[k - 1] < p or (out_pos[k - 1] == p and out_var[k - 1] > v)):
+            out_var[k], out_pos[k] = out_var[k - 1], out_pos[k - 1]
+            k -= 1
+        out_var[k], out_pos[k] = v, p
+
+
+@njit(cache=True)
 def _enumerate_tree(  # type: ignore[no-untyped-def]
     x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-    out_se, out_off, out_var, out_pos, n_out, n_ent,
+    out_se, out_off, out_var, out_pos, n_out, n_ent, seen, first,
 ):
-    """Write the matches below extend node ``x`` (at most ``budget``); see the module doc."""
+    """Write the matches below extend node ``x`` (at most ``budget``); see the module doc.
+    Under a projection, repeats of this end's matches are taken back (as in
+    :func:`pycel.jit.enumerate._enumerate`)."""
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
     chosen = np.empty(16, dtype=np.int64)
@@ -97,7 +112,15 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
                 chosen, d, end, E, label_masks, proj_mask,
                 out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
             )
-            emitted += 1
+            repeated = False
+            if seen.shape[1] > 0:
+                _sort_entries(out_var, out_pos, out_off[n_out - 1], n_ent)
+                seen, repeated = _seen_before(seen, out_se, out_off, out_var, out_pos, n_out - 1, first, end)
+            if repeated:
+                n_out -= 1
+                n_ent = out_off[n_out]
+            else:
+                emitted += 1
         else:
             if top + 3 > fr_h.shape[0]:
                 fr_h = _grow(fr_h, top + 3)
@@ -131,7 +154,7 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
             chosen = _grow(chosen, d + 1)
         chosen[d] = e
         rest, cell_h, cell_next, ncell = _open(E, e, rest, cell_h, cell_next, ncell)
-    return out_se, out_off, out_var, out_pos, n_out, n_ent, emitted
+    return out_se, out_off, out_var, out_pos, n_out, n_ent, seen, emitted
 
 
 @njit(cache=True)
@@ -146,7 +169,7 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
     store and the matches."""
     n = bits.shape[0]
     n_trans = mask.shape[0]
-    out_se, out_off, out_var, out_pos, _path, _sh, _sd, _seen = new_buffers(label_masks, proj_mask)
+    out_se, out_off, out_var, out_pos, _path, _sh, _sd, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
     new_t = np.empty(64, dtype=np.int64)
@@ -208,11 +231,12 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
             fired += 1
         # (2) Enumerate the matches completed here.
         emitted = 0
+        first = n_out
         for f in range(fired):
             if final[new_t[f]] and emitted < budget_all:
-                out_se, out_off, out_var, out_pos, n_out, n_ent, got = _enumerate_tree(
+                out_se, out_off, out_var, out_pos, n_out, n_ent, seen, got = _enumerate_tree(
                     new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent,
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, seen, first,
                 )
                 emitted += got
         # (3) Index the new nodes under their state's shape.
