@@ -36,7 +36,7 @@ from pycel.spark._batch import grouping, join_group_column  # noqa: E402
 from pycel.spark._runner import KeyState, RunnerSpec, advance, run_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+s, b, b2 = pycel.alias(Sell, "s"), pycel.alias(Buy, "b"), pycel.alias(Buy, "b2")
 
 MatchKey = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
 
@@ -105,6 +105,8 @@ def test_groups_follow_partition_or_a_join_key() -> None:
     assert grouping(pycel.compile(joined)) == ["name"]
     assert grouping(pycel.compile(joined.partition_by(Stock.volume))) == ["volume"]
     assert grouping(pycel.compile(joined.consume("any"))) == []
+    nested = pycel.compile(BATCH_PATTERNS["nested classes"])
+    assert nested.hcq is not None and grouping(nested) == ["name"]
     assert grouping(pycel.compile((s >> b).where(s.volume == b.price))) == []
 
 
@@ -238,6 +240,9 @@ BATCH_PATTERNS = {
     .where(s.volume < b.volume, post_filter=True)
     .within(events=6)
     .partition_by(Stock.name),
+    # nested classes on the parallelized automaton, grouped by its class over every atom
+    "nested classes": (s & b & b2).where((s.name == b.name) & (b.name == b2.name) & (b.volume == b2.volume))
+    .within(events=12),
 }
 
 

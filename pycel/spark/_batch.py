@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 
 from ..engine import CompiledQuery
 from ..errors import DataError
+from ..events import event_name
 from ._plan import PatternArg, TypesArg, as_list, check_integral, compile_pattern, output_schema, runner_spec
 from ._runner import RunnerSpec, run_group
 
@@ -72,20 +73,21 @@ def join_group_column(query: CompiledQuery, type_column: str) -> Column | None:
     harmless, splitting equal ones is not). Events of types the join does not read get
     null and go to one group of their own, where the engine still checks them (unknown
     types are errors, not dropped)."""
-    if query.consume == 1 or query.partition or not query.join_keys or grouping(query):
+    classes = _shared_classes(query)
+    if query.consume == 1 or query.partition or not classes or grouping(query):
         return None
-    key = query.join_keys[0]
+    attributes, dtype = classes[0]
     column: Column | None = None
     for tid, name in enumerate(query.schema.type_names):
-        names = {a for t, a in key.attributes if t in query.schema.supertypes[tid]}
+        names = {a for t, a in attributes if t in query.schema.supertypes[tid]}
         if len(names) > 1:
             return None  # one group: the engine reports the ambiguity
         if not names:
             continue
         raw = F.col(names.pop())
-        if key.dtype == "int":
+        if dtype == "int":
             value = raw.cast("long")
-        elif key.dtype == "float":
+        elif dtype == "float":
             value = raw.cast("double") + F.lit(0.0)
         else:
             value = raw.cast("string")
@@ -110,8 +112,8 @@ def with_groups(
 
 def grouping(query: CompiledQuery) -> list[str]:
     """The group-by keys: the pattern's PARTITION BY; else the attribute of an equality
-    join that every event type reads under the same name (all events of a match share its
-    value, so the groups are independent); else none (one group).
+    class that every event type reads under the same name (all events of a match share
+    its value, so the groups are independent); else none (one group).
 
     CONSUME BY ANY discards partial matches of every partition when one produces output,
     so such a query cannot be split by key and runs as one group.
@@ -120,11 +122,25 @@ def grouping(query: CompiledQuery) -> list[str]:
         return []
     if query.partition:
         return list(query.partition)
-    for key in query.join_keys:
-        names = {attr for _, attr in key.attributes}
+    for attributes, _ in _shared_classes(query):
+        names = {attr for _, attr in attributes}
         if len(names) == 1:
             return [names.pop()]
     return []
+
+
+def _shared_classes(query: CompiledQuery) -> list[tuple[tuple[tuple[str, str], ...], str]]:
+    """The equality classes every event of a match takes part in, as ((event type,
+    attribute), ...) and the values' type: the run keys, or the parallelized automaton's
+    classes over all of its atoms."""
+    classes = [(key.attributes, key.dtype) for key in query.join_keys]
+    if query.hcq is not None:
+        atoms = query.hcq.atoms
+        for per_atom, dtype in zip(query.hcq.class_attrs, query.hcq.class_dtypes, strict=True):
+            if all(a is not None for a in per_atom):
+                pairs = {(event_name(atoms[i].event), a) for i, a in enumerate(per_atom) if a is not None}
+                classes.append((tuple(sorted(pairs)), dtype))
+    return classes
 
 
 def detect_batch(
