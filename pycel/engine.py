@@ -42,6 +42,7 @@ from .jit.pcea import new_arena, run_batch_hcq
 from .jit.runtime import live_counts, run_batch
 from .jit.store import C_MAX_DEPTH, new_store
 from .joins import JoinKey, plan_joins
+from .keys import TupleIds, join_values, key_values
 from .limits import MAX_VARIABLES
 from .matches import Matches, take
 from .maximal import MaxDfa
@@ -203,17 +204,13 @@ class Stream:
         self.E, self.U, self.HT, self.ctr = new_store()
         if query.hcq is not None:
             self.E = new_arena()
-        self.shape_ids: dict[int, dict[tuple[int, ...], int]] = {}  # hcq tuple keys
+        self.shape_tuples: dict[int, TupleIds] = {}  # hcq: per state, its tuple keys
         self.offset = 0
         self.last_time: float | None = None
         self.tail_pos = np.zeros(0, dtype=np.int64)
         self.tail_time = np.zeros(0, dtype=np.float64)
-        # Multi-column keys: tuple → id, and the last position each tuple was seen at (so
-        # tuples that left every window can be forgotten: memory follows the window).
-        self.key_ids: dict[tuple[int, ...], int] = {}
-        self.key_last: dict[tuple[int, ...], int] = {}
-        self.next_key_id = 0
-        self.keys_kept = 0  # tuples left after the last forgetting pass
+        # Multi-column keys: tuple → id, forgotten once the tuple left every window.
+        self.key_tuples = TupleIds()
         self.order = new_order()  # NEXT: the best sets in strategy order (pycel.jit.order)
         self.max_dfa = MaxDfa(query.nfa) if query.spec_strategy == "max" else None
         self.pairs = new_pair_arena()  # MAX: every key's live pairs (pycel.jit.maximal)
@@ -458,7 +455,7 @@ class Stream:
         def column(attr: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
             if attr not in batch.columns:
                 return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
-            return _key_values(batch.columns[attr], dtype_of[attr]), batch.valid[attr]
+            return key_values(batch.columns[attr], dtype_of[attr]), batch.valid[attr]
 
         keys = np.zeros((max(1, len(arrays["combos"])), n), dtype=np.int64)
         valid = np.ones((max(1, len(arrays["combos"])), n), dtype=np.bool_)
@@ -469,9 +466,8 @@ class Stream:
             if len(cols) == 1:
                 keys[k] = cols[0][0]
             elif cols:
-                ids = self.shape_ids.setdefault(node, {})
-                rows = zip(*(c.tolist() for c, _ in cols), strict=True)
-                keys[k] = [ids.setdefault(row, len(ids)) for row in rows]
+                tuples = self.shape_tuples.setdefault(node, TupleIds())
+                keys[k] = tuples.assign([c for c, _ in cols], valid[k], batch.offset)
         same_ok = np.ones((max(1, len(arrays["sames"])), n), dtype=np.bool_)
         for k, pairs in enumerate(arrays["sames"]):
             for a, b in pairs:
@@ -491,39 +487,23 @@ class Stream:
         for k in q.partition:
             if k not in batch.columns:
                 return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
-            cols.append(_key_values(batch.columns[k], batch.schema.fields[k]))
+            cols.append(key_values(batch.columns[k], batch.schema.fields[k]))
             valid &= batch.valid[k]
         for join in q.join_keys:
-            col, present = _join_values(batch, join)
+            col, present = join_values(batch, join)
             cols.append(col)
             valid &= present
         if len(cols) == 1:
             return cols[0], valid
-        stacked = np.stack(cols, axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        last = np.full(len(uniq), -1, dtype=np.int64)
-        np.maximum.at(last, inverse[valid], np.flatnonzero(valid) + batch.offset)
-        ids = np.empty(len(uniq), dtype=np.int64)
-        for u, (row, seen) in enumerate(zip(map(tuple, uniq.tolist()), last.tolist(), strict=True)):
-            if row not in self.key_ids:
-                self.key_ids[row] = self.next_key_id
-                self.next_key_id += 1
-            ids[u] = self.key_ids[row]
-            self.key_last[row] = max(seen, self.key_last.get(row, -1))
-        return ids[inverse], valid
+        return self.key_tuples.assign(cols, valid, batch.offset), valid
 
     def _forget_keys(self, window_start: int) -> None:
-        """Drop the multi-column key tuples last seen before ``window_start`` (no later
-        match can include those events; a tuple seen again gets a fresh id). Not under
-        LAST or NEXT, whose best sets outrank newer runs for ever."""
-        if self.query.spec_strategy in ("last", "next", "max"):
-            return
-        if len(self.key_ids) < 4096 + 2 * self.keys_kept:
-            return
-        for row in [r for r, seen in self.key_last.items() if seen < window_start]:
-            del self.key_ids[row], self.key_last[row]
-        self.keys_kept = len(self.key_ids)
+        """Forget the key tuples that left every window (memory follows the window). Not
+        under LAST, NEXT or MAX, whose choices look at runs before the window."""
+        for tuples in self.shape_tuples.values():
+            tuples.forget(window_start)
+        if self.query.spec_strategy not in ("last", "next", "max"):
+            self.key_tuples.forget(window_start)
 
     # -- state ---------------------------------------------------------------------------
     def snapshot(self) -> bytes:
@@ -538,10 +518,12 @@ class Stream:
             raise DataError(f"snapshot version {version} is not supported (expected {_SNAPSHOT_VERSION})")
         stream = cls.__new__(cls)
         stream.__dict__.update(state)
-        if "key_last" not in state:  # a snapshot from before key forgetting
-            stream.key_last = dict.fromkeys(stream.key_ids, stream.offset)
-            stream.next_key_id = len(stream.key_ids)
-            stream.keys_kept = 0
+        if "key_ids" in state:  # a snapshot from before TupleIds
+            stream.key_tuples = TupleIds.of(state["key_ids"], state.get("key_last"), stream.offset)
+            shapes = state.get("shape_ids", {})
+            stream.shape_tuples = {n: TupleIds.of(ids, None, stream.offset) for n, ids in shapes.items()}
+            for old in ("key_ids", "key_last", "next_key_id", "keys_kept", "shape_ids"):
+                stream.__dict__.pop(old, None)
         if "order" not in state:  # a snapshot from before NEXT
             stream.order = new_order()
         if "pairs" not in state:  # a snapshot from before MAX (never of a MAX query)
@@ -563,38 +545,6 @@ class Stream:
             "max_heap_depth": int(self.ctr[C_MAX_DEPTH]),
             "pair_capacity": int(self.pairs.shape[1]),  # MAX: the keys' blocks of pairs
         }
-
-
-def _key_values(values: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.int64]:
-    """Column values as int64 keys: equal values, equal keys (floats by their bits, with
-    -0.0 and 0.0 the same key; strings are already dictionary codes)."""
-    if dtype == "float":
-        return (values.astype(np.float64) + 0.0).view(np.int64)
-    return values.astype(np.int64)
-
-
-def _join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """The value of one join class per event, read from the attribute its type uses; an
-    event of a type the pattern does not read, or with a null value, has none."""
-    n = len(batch)
-    col = np.zeros(n, dtype=np.int64)
-    present = np.zeros(n, dtype=np.bool_)
-    for tid, supertypes in enumerate(batch.schema.supertypes):
-        names = {a for t, a in join.attributes if t in supertypes}
-        if not names:
-            continue
-        if len(names) > 1:
-            raise DataError(
-                f"event type {batch.schema.type_names[tid]!r} can be read through attributes "
-                f"{sorted(names)} of one correlation; the engine needs one"
-            )
-        attr = names.pop()
-        rows = np.flatnonzero(batch.type_ids == tid)
-        if attr not in batch.columns or not len(rows):
-            continue
-        col[rows] = _key_values(batch.columns[attr][rows], join.dtype)
-        present[rows] = batch.valid[attr][rows]
-    return col, present
 
 
 class _SubStreamEvents:

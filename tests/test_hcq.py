@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -197,6 +199,32 @@ def test_partition_and_projection_on_the_parallel_path() -> None:
     assert _same(pattern.select("a"), events) == 2  # [0, 3] and [0, 4], each once
     got = pycel.compile(pattern.select("a", "c").limit(1)).run(events)
     assert [(m.start, m.end) for m in got] == [(0, 3), (0, 4)]
+
+
+def test_tuple_keys_of_the_parallel_path_are_forgotten() -> None:
+    """Leaves under three classes (z from PARTITION BY, x and y) use tuple keys; with
+    keys churning, the tuples that left every window are forgotten."""
+    a, b, c = pycel.alias(Q0, "a"), pycel.alias(Q1, "b"), pycel.alias(Q2, "c")
+    pattern = (a & b & c).where((b.x == c.x) & (b.y == c.y)).partition_by(Q.z).within(events=100)
+    stream = pycel.compile(pattern).stream()
+    rng = np.random.default_rng(4)
+    sizes, found = [], 0
+    chunk = 50_000
+    for k in range(4):
+        pos = np.arange(k * chunk, (k + 1) * chunk)
+        frame = pd.DataFrame(
+            {
+                "event_type": rng.choice(["Q0", "Q1", "Q2"], size=chunk),
+                "x": rng.integers(0, 2, size=chunk),
+                "y": rng.integers(0, 2, size=chunk),
+                "z": pos // 20,
+                "time": pos,
+            }
+        )
+        found += len(stream.push(frame))
+        sizes.append(max(len(t.ids) for t in stream.shape_tuples.values()))
+    assert found > 0
+    assert max(sizes) <= 2 * 4096, sizes  # ~10k distinct tuples per chunk otherwise kept
 
 
 def test_one_event_serving_two_atoms_of_a_class_needs_a_value() -> None:

@@ -1,0 +1,112 @@
+"""Run keys per event, the runtime's H index reads them: partition values, the value of
+each join class (read per event type from its own attribute), and ids for tuples of
+several values.
+
+A tuple's id must stay the same while runs with that tuple can still be output, and
+memory must follow the window while keys churn, so :class:`TupleIds` remembers when it
+last saw each tuple and forgets those that left every window (a tuple seen again gets a
+fresh id; ids are never reused, so a stale H entry can never be mistaken for it).
+
+Example::
+
+    tuples = TupleIds()
+    keys = tuples.assign([names, regions], valid, offset=0)   # one int64 per event
+    tuples.forget(window_start)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import DataError
+from .ingest import EventBatch
+from .joins import JoinKey
+
+#: Forgetting runs once the dictionary holds this many more tuples than it kept last time.
+FORGET_SLACK = 4096
+
+
+def key_values(values: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.int64]:
+    """Column values as int64 keys: equal values, equal keys (floats by their bits, with
+    -0.0 and 0.0 the same key; strings are already dictionary codes)."""
+    if dtype == "float":
+        return (values.astype(np.float64) + 0.0).view(np.int64)
+    return values.astype(np.int64)
+
+
+def join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The value of one join class per event, read from the attribute its type uses; an
+    event of a type the pattern does not read, or with a null value, has none."""
+    n = len(batch)
+    col = np.zeros(n, dtype=np.int64)
+    present = np.zeros(n, dtype=np.bool_)
+    for tid, supertypes in enumerate(batch.schema.supertypes):
+        names = {a for t, a in join.attributes if t in supertypes}
+        if not names:
+            continue
+        if len(names) > 1:
+            raise DataError(
+                f"event type {batch.schema.type_names[tid]!r} can be read through attributes "
+                f"{sorted(names)} of one correlation; the engine needs one"
+            )
+        attr = names.pop()
+        rows = np.flatnonzero(batch.type_ids == tid)
+        if attr not in batch.columns or not len(rows):
+            continue
+        col[rows] = key_values(batch.columns[attr][rows], join.dtype)
+        present[rows] = batch.valid[attr][rows]
+    return col, present
+
+
+class TupleIds:
+    """Ids for tuples of key values, with the last position each tuple was seen at."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[int, ...], int] = {}
+        self.last: dict[tuple[int, ...], int] = {}
+        self.next_id = 0
+        self.kept = 0  # tuples left after the last forgetting pass
+
+    def assign(
+        self, cols: list[npt.NDArray[np.int64]], valid: npt.NDArray[np.bool_], offset: int
+    ) -> npt.NDArray[np.int64]:
+        """The id of every event's tuple (one Python step per distinct tuple of the batch,
+        not per event); ``valid``: the events that have a key (only they count as seen)."""
+        stacked = np.stack(cols, axis=1)
+        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        last = np.full(len(uniq), -1, dtype=np.int64)
+        np.maximum.at(last, inverse[valid], np.flatnonzero(valid) + offset)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for u, (row, seen) in enumerate(zip(map(tuple, uniq.tolist()), last.tolist(), strict=True)):
+            tid = self.ids.get(row)
+            if tid is None:
+                tid = self.ids[row] = self.next_id
+                self.next_id += 1
+            ids[u] = tid
+            self.last[row] = max(seen, self.last.get(row, -1))
+        return ids[inverse]
+
+    def forget(self, window_start: int) -> None:
+        """Drop the tuples last seen before ``window_start`` (no later match can include
+        their events), once enough have gathered to make the pass worth it."""
+        if len(self.ids) < FORGET_SLACK + 2 * self.kept:
+            return
+        for row in [r for r, seen in self.last.items() if seen < window_start]:
+            del self.ids[row], self.last[row]
+        self.kept = len(self.ids)
+
+    @classmethod
+    def of(
+        cls, ids: dict[tuple[int, ...], int], last: dict[tuple[int, ...], int] | None, seen: int
+    ) -> TupleIds:
+        """Tuple ids restored from an older snapshot's dictionaries (``last`` missing:
+        every tuple counts as seen at ``seen``)."""
+        made = cls()
+        made.ids = dict(ids)
+        made.last = dict(last) if last is not None else dict.fromkeys(ids, seen)
+        made.next_id = max(ids.values(), default=-1) + 1
+        return made
