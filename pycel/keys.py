@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from .errors import DataError
 from .ingest import EventBatch
@@ -75,13 +76,21 @@ class TupleIds:
     ) -> npt.NDArray[np.int64]:
         """The id of every event's tuple (one Python step per distinct tuple of the batch,
         not per event); ``valid``: the events that have a key (only they count as seen)."""
-        stacked = np.stack(cols, axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        last = np.full(len(uniq), -1, dtype=np.int64)
+        n = len(valid)
+        # Dense codes of the distinct tuples by hashing column after column (np.unique
+        # with axis=0 sorts rows as bytes: ~30x slower on a million events).
+        inverse = np.zeros(n, dtype=np.int64)
+        for col in cols:
+            codes, uniques = pd.factorize(col)
+            inverse, _ = pd.factorize(inverse * len(uniques) + codes)
+        distinct = int(inverse.max()) + 1 if n else 0
+        first = np.full(distinct, n, dtype=np.int64)
+        np.minimum.at(first, inverse, np.arange(n))
+        last = np.full(distinct, -1, dtype=np.int64)
         np.maximum.at(last, inverse[valid], np.flatnonzero(valid) + offset)
-        ids = np.empty(len(uniq), dtype=np.int64)
-        for u, (row, seen) in enumerate(zip(map(tuple, uniq.tolist()), last.tolist(), strict=True)):
+        rows = zip(*(col[first].tolist() for col in cols), strict=True)
+        ids = np.empty(distinct, dtype=np.int64)
+        for u, (row, seen) in enumerate(zip(rows, last.tolist(), strict=True)):
             tid = self.ids.get(row)
             if tid is None:
                 tid = self.ids[row] = self.next_id
