@@ -299,15 +299,7 @@ def test_streaming_join_on_differently_named_attributes(
     matches.explain(extended=True)
     plan = capsys.readouterr().out
     assert "CASE WHEN (event_type#" in plan and "= Placed) THEN sym#" in plan  # the derived key
-    query = (
-        matches.writeStream.format("parquet")
-        .option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    rows = write_until_done(spark, matches, tmp_path)
     want = pycel.compile(pattern, types=[Cancelled]).run(events.drop(columns=["id"])).keys()
     assert len(want) > 0
     assert sorted(row_key(r) for r in rows) == sorted(want)
@@ -424,6 +416,20 @@ def test_streaming_needs_positions(spark: SparkSession, tmp_path: Path, ticks: p
 STREAM_PATTERN = (s.where(s.volume > 800) >> pycel.plus(b.where(b.volume > 900))).within(5, on=Stock.time)
 
 
+def write_until_done(spark: SparkSession, matches: Any, base: Path) -> list[Any]:
+    """Run a streaming query into Parquet under ``base/out`` (checkpoint ``base/checkpoint``)
+    until its input is processed; every row written so far."""
+    query = (
+        matches.writeStream.format("parquet")
+        .option("path", str(base / "out"))
+        .option("checkpointLocation", str(base / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return list(spark.read.parquet(str(base / "out")).collect())
+
+
 def run_stream(spark: SparkSession, base: Path, api: str) -> set[MatchKey]:
     """Run the streaming query over the files in ``base/in`` (one file per micro-batch)
     until they are all processed, continuing from ``base/checkpoint``; all output so far."""
@@ -438,15 +444,7 @@ def run_stream(spark: SparkSession, base: Path, api: str) -> set[MatchKey]:
         watermark="30 seconds",
         stateful_api=api,  # type: ignore[arg-type]
     )
-    query = (
-        matches.writeStream.format("parquet")
-        .option("path", str(base / "out"))
-        .option("checkpointLocation", str(base / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    rows = spark.read.parquet(str(base / "out")).collect()
+    rows = write_until_done(spark, matches, base)
     for r in rows:  # ids of events from earlier micro-batches come from the state
         assert r["ids"]["s"] == [f"r{p}" for p in r["positions"]["s"]]
         assert r["ids"]["b"] == [f"r{p}" for p in r["positions"]["b"]]
