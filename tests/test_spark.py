@@ -110,6 +110,24 @@ def test_groups_follow_partition_or_a_join_key() -> None:
     assert grouping(pycel.compile((s >> b).where(s.volume == b.price))) == []
 
 
+def test_window_expiry_is_off_under_strategies_that_choose_before_the_window() -> None:
+    """A key silent for longer than the window can still have an old run that beats or
+    contains every new one under LAST, NEXT and MAX, so the window does not expire it."""
+    from pycel.spark._streaming import expiry_ms
+
+    pattern = pycel.seq(pycel.plus(s), b).within(5, on=Stock.time)
+    assert expiry_ms(pycel.compile(pattern), None) == 5000
+    for strategy in ("last", "next", "max"):
+        assert expiry_ms(pycel.compile(pattern.strategy(strategy)), None) is None  # type: ignore[arg-type]
+        assert expiry_ms(pycel.compile(pattern.strategy(strategy)), 7) == 7000  # type: ignore[arg-type]
+    # Why: s at 0 and 1, a silence, s at 20, b at 21. MAX at 21 picks {0, 1, 20, 21},
+    # outside the window, so nothing is output; without the old runs {20, 21} would be.
+    events = [Sell(name="X", price=1.0, volume=1, time=t) for t in (0, 1, 20)]
+    events.append(Buy(name="X", price=1.0, volume=1, time=21))
+    assert len(pycel.reference.evaluate(pattern.strategy("max"), events)) == 0
+    assert len(pycel.reference.evaluate(pattern.strategy("max"), events[2:])) == 1
+
+
 def test_substream_positions_must_increase() -> None:
     stream = pycel.compile(s >> b).stream()
     frame = stock_events(4, seed=1).drop(columns=["id"])

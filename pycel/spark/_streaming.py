@@ -48,9 +48,15 @@ def _seconds(value: float | timedelta, what: str) -> float:
 
 
 def expiry_ms(query: CompiledQuery, state_timeout: float | timedelta | None) -> int | None:
-    """How long (event-time ms) after a key's last event its state may be dropped."""
+    """How long (event-time ms) after a key's last event its state may be dropped.
+
+    Under LAST, NEXT and MAX the strategy chooses before the window, so runs that left
+    the window still decide which later matches are selected: their state is kept
+    unless ``state_timeout`` says otherwise."""
     if state_timeout is not None:
         return int(_seconds(state_timeout, "state_timeout") * 1000)
+    if query.spec_strategy in ("last", "next", "max"):
+        return None
     if query.window_unit in ("seconds", "units"):
         return int(np.ceil(query.window_size * 1000))  # units of an integer time count as seconds
     return None
