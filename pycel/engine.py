@@ -274,21 +274,25 @@ class Stream:
     def _run_automaton(
         self, class_ids: Any, keys: Any, key_valid: Any, lows: Any, post: Any
     ) -> tuple[Any, ...]:
-        """One call of the ALL, LAST or NEXT loop over the determinized automaton."""
+        """One call of the ALL, LAST or NEXT loop over the determinized automaton, or of
+        the MAX loop over the pair automaton."""
         q = self.query
+        clauses = (  # post-filters see whole matches: project and limit after filtering
+            np.int64(q.projection_mask if post is None else (1 << len(q.variables)) - 1),
+            np.int64(q.limit if post is None else -1),
+            np.int64(q.consume),
+        )
+        if q.spec_strategy == "max":
+            return self._run_max(class_ids, keys, key_valid, lows, clauses)
         self.dfa.expand(self.classes.bits)
         t = self.dfa.tables()
         args = (
             self.E, self.U, self.HT, self.ctr,
             class_ids, keys, key_valid, lows, np.int64(self.offset),
             t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
-            # Post-filters see whole matches: project and limit after filtering.
-            np.int64(q.projection_mask if post is None else (1 << len(q.variables)) - 1),
-            np.int64(q.limit if post is None else -1), np.int64(q.consume),
+            *clauses,
             t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
         )
-        if q.spec_strategy == "max":
-            return self._run_max(class_ids, keys, key_valid, lows, args[16:19])
         if q.spec_strategy in ("last", "next"):
             *out, self.order = run_batch_last(*args, self.order, q.spec_strategy == "next")
             self.E, self.U, self.HT, se, off, var, pos = out
@@ -296,9 +300,10 @@ class Stream:
             self.E, self.U, self.HT, se, off, var, pos = run_batch(*args)
         return se, off, var, pos
 
-    def _run_max(self, class_ids: Any, keys: Any, key_valid: Any, lows: Any, clauses: Any) -> tuple[Any, ...]:
-        """One call of the MAX loop over the pair automaton (``clauses``: projection mask,
-        limit and consumption, as the other loops get them)."""
+    def _run_max(
+        self, class_ids: Any, keys: Any, key_valid: Any, lows: Any, clauses: tuple[np.int64, ...]
+    ) -> tuple[Any, ...]:
+        """One call of the MAX loop (``clauses``: projection mask, limit, consumption)."""
         dfa = self.max_dfa
         assert dfa is not None
         dfa.expand(self.classes.bits)
