@@ -39,7 +39,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 import pycel
-from pycel import Event, Field, Pattern
+from pycel import Event, Field, Pattern, PatternError
+from pycel.checks import check_hierarchical
 from pycel.dsl import Plus
 from pycel.events import event_name
 from pycel.expr import Expr
@@ -258,7 +259,8 @@ def _body(draw: st.DrawFn, types: Sequence[type[Base]], depth: int, budget: _Bud
             if lvars and rvars:
                 lv, rv = draw(st.sampled_from(lvars)), draw(st.sampled_from(rvars))
                 la, ra = pycel.alias(budget.variables[lv], lv), pycel.alias(budget.variables[rv], rv)
-                node = node.where(la.x == ra.x if draw(st.booleans()) else la.s == ra.s)
+                joined = node.where(la.x == ra.x if draw(st.booleans()) else la.s == ra.s)
+                node = joined if _hierarchical(joined) else node
         return node
     if kind == "plus":
         budget.plus += 1
@@ -275,6 +277,16 @@ def _body(draw: st.DrawFn, types: Sequence[type[Base]], depth: int, budget: _Bud
         return inner
     var = draw(st.sampled_from(candidates))
     return inner.where(draw(unary_predicates(var, budget.variables[var])))
+
+
+def _hierarchical(body: Pattern) -> bool:
+    """Whether the correlations of ``body`` are hierarchical: generated joins stay inside
+    what pycel runs; the refusal of the others is tested in test_checks.py."""
+    try:
+        check_hierarchical(body)
+    except PatternError:
+        return False
+    return True
 
 
 @st.composite
