@@ -1,22 +1,129 @@
-"""The examples in README.md and docs/strategies.md print what their comments say.
+"""Every code block of README.md and docs/*.md runs as written and says what it prints.
 
-Each ``show(...)  # [...]`` line of a document's Python blocks is evaluated after the
-blocks before it; the literal at the start of its comment must equal the output (as a
-multiset: the engine's order within a batch is not part of the contract)."""
+The fenced blocks of each document are checked by their language:
+
+- ``python``: executed in a fresh namespace, with a temporary directory as the working
+  directory (holding links to ``examples/`` and ``benchmarks/``, so paths relative to the
+  repository root work and files written go nowhere). Its output is checked two ways:
+  a line ``show(...)  # [...]`` (or ``show(...)`` followed by a comment line ``# [...]``)
+  must return that literal (as a multiset: the engine's order within one end position is
+  not part of the contract), and a ``text`` block that follows it with at most a short
+  line of prose in between ("prints", "Output:") must equal what it prints (as a multiset
+  of lines). A block whose first line is ``# continues the example above`` runs after the
+  blocks before it in the same document; every other block is complete on its own. Blocks
+  that use Spark run under the ``spark`` marker.
+- ``console``: a terminal session. Each ``$ command`` runs in bash, in a fresh temporary
+  directory per block (with the same links), and its standard output then standard error
+  must equal the lines after it, except the elapsed time and rate of ``pycel``'s summary.
+  ``echo $?`` shows the previous command's exit status.
+- ``bash``: commands for the reader to run. ``pycel`` commands and ``--help`` calls run;
+  every script a command names must exist; ``pip`` and other commands are not run.
+- ``ceql``: parsed by :mod:`pycel.ceql` (a declaration, or a query over the last
+  declaration of the document, else ``examples/data/stocks.ceql``).
+- ``text``: output samples, diagrams, grammars; not checked.
+
+Links: every relative link resolves to a file of the repository (and its anchor to a
+heading), and no document refers to files outside the repository.
+"""
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
+import os
 import re
+import shlex
+import subprocess
+import sys
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOW = re.compile(r"^(show\(.*\))\s+# (\[.*)$")
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+LANGUAGES = {"python", "console", "bash", "ceql", "text"}
+CONTINUES = "# continues the example above"
+SHOW = re.compile(r"^(show\(.*\))\s*(?:# (\[.*))?$")
+SUMMARY_TIME = re.compile(r" in [0-9.]+ s \([0-9,.]+ events/s\)")
+OUTPUT_LEAD = re.compile(r"^(prints|output|it prints|this prints)\s*:?$", re.I)
+LINKED_DIRS = ("examples", "benchmarks")
 
 
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block: its document, 1-based line of the opening fence, language,
+    text, and the prose between the previous block and this one."""
+
+    doc: str
+    line: int
+    lang: str
+    text: str
+    prose_before: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def _parse(path: Path) -> list[Block]:
+    doc = path.relative_to(ROOT).as_posix()
+    blocks: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    prose: list[str] = []
+    k = 0
+    while k < len(lines):
+        opening = re.match(r"^(\s*)```(\S*)\s*$", lines[k])
+        if not opening:
+            prose.append(lines[k])
+            k += 1
+            continue
+        indent, lang, start = opening.group(1), opening.group(2), k
+        body: list[str] = []
+        k += 1
+        while k < len(lines) and lines[k].strip() != "```":
+            body.append(lines[k][len(indent) :] if lines[k].startswith(indent) else lines[k])
+            k += 1
+        assert k < len(lines), f"{doc}:{start + 1}: unclosed code block"
+        blocks.append(Block(doc, start + 1, lang, "\n".join(body) + "\n", "\n".join(prose).strip()))
+        prose = []
+        k += 1
+    return blocks
+
+
+BLOCKS = [block for path in DOCS for block in _parse(path)]
+
+
+def _blocks(lang: str) -> list[Block]:
+    return [b for b in BLOCKS if b.lang == lang]
+
+
+def _params(lang: str) -> list[object]:
+    params: list[object] = []
+    for block in _blocks(lang):
+        spark = lang == "python" and any(m in block.text for m in ("pycel.spark", "SparkSession"))
+        params.append(pytest.param(block, id=block.id, marks=[pytest.mark.spark] if spark else []))
+    return params
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch working directory in which ``examples/...`` paths resolve."""
+    for name in LINKED_DIRS:
+        (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_every_block_names_a_checked_language() -> None:
+    unknown = [f"{b.id} ```{b.lang}" for b in BLOCKS if b.lang not in LANGUAGES]
+    assert not unknown, f"code blocks must be one of {sorted(LANGUAGES)} (output samples are text)"
+
+
+# -- python ------------------------------------------------------------------------------
 def _literal(comment: str) -> object:
     """The bracketed literal at the start of ``comment``."""
     depth = 0
@@ -28,28 +135,201 @@ def _literal(comment: str) -> object:
     raise AssertionError(f"unbalanced literal in {comment!r}")
 
 
-def _blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+def _steps(block: Block) -> Iterator[tuple[str, str | None, int]]:
+    """The block as (code, expected show() literal or None, line) steps, in order."""
+    lines = block.text.splitlines()
+    pending: list[str] = []
+    first = 0
+    k = 0
+    while k < len(lines):
+        show = SHOW.match(lines[k])
+        if show is None:
+            pending.append(lines[k])
+            k += 1
+            continue
+        if pending:
+            yield "\n".join(pending), None, block.line + 1 + first
+        expected = show.group(2)
+        if expected is None and k + 1 < len(lines) and lines[k + 1].startswith("# ["):
+            expected = lines[k + 1][2:]
+            k += 1
+        yield show.group(1), expected, block.line + 1 + k
+        k += 1
+        pending, first = [], k
+    if pending:
+        yield "\n".join(pending), None, block.line + 1 + first
+
+
+def _chain(block: Block) -> list[Block]:
+    """The blocks to run for ``block``: the ones it continues, then itself."""
+    same = [b for b in _blocks("python") if b.doc == block.doc]
+    k = same.index(block)
+    start = k
+    while same[start].text.startswith(CONTINUES):
+        assert start > 0, f"{block.id} continues no example"
+        start -= 1
+    return same[start : k + 1]
+
+
+def _run_python(block: Block, namespace: dict[str, object]) -> tuple[str, int]:
+    """Run ``block`` in ``namespace``; its printed output and the number of shows checked."""
+    out = io.StringIO()
+    checked = 0
+    with contextlib.redirect_stdout(out):
+        for code, expected, line in _steps(block):
+            source = "\n" * (line - 1) + code  # tracebacks show the document's line numbers
+            if not code.startswith("show("):
+                exec(compile(source, block.doc, "exec"), namespace)  # noqa: S102 - our own docs
+                continue
+            got = eval(compile(source, block.doc, "eval"), namespace)  # noqa: S307 - our own docs
+            if expected is not None:
+                want = _literal(expected)
+                assert sorted(got) == sorted(want), f"{block.doc}:{line}: {code} gave {got}"  # type: ignore[call-overload]
+                checked += 1
+    return out.getvalue(), checked
+
+
+def _expected_output(block: Block) -> str | None:
+    """The text block that shows what ``block`` prints, if the document has one."""
+    k = BLOCKS.index(block)
+    if k + 1 < len(BLOCKS):
+        after = BLOCKS[k + 1]
+        lead = after.prose_before
+        if after.doc == block.doc and after.lang == "text" and (not lead or OUTPUT_LEAD.match(lead)):
+            return after.text
+    return None
+
+
+@pytest.mark.parametrize("block", _params("python"))
+def test_python_block_runs_and_prints_what_the_doc_says(block: Block, workdir: Path) -> None:
+    namespace: dict[str, object] = {"__name__": "__doc_example__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for earlier in _chain(block)[:-1]:
+            _run_python(earlier, namespace)
+        printed, _ = _run_python(block, namespace)
+    expected = _expected_output(block)
+    if expected is not None:
+        assert sorted(printed.splitlines()) == sorted(expected.splitlines()), printed
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/strategies.md"])
-def test_show_lines_print_what_they_say(doc: str) -> None:
-    blocks = [b for b in _blocks(ROOT / doc) if "show(" in b]
-    assert blocks, f"{doc} has no show() examples"
-    namespace: dict[str, object] = {"__name__": f"doc_{Path(doc).stem}"}
-    checked = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for block in blocks:  # the block's definitions first, then its show() lines
-            exec(compile(_without_shows(block), doc, "exec"), namespace)  # noqa: S102 - our own docs
-            for line in block.splitlines():
-                match = SHOW.match(line)
-                if match:
-                    got = eval(match.group(1), namespace)  # noqa: S307 - our own docs
-                    assert sorted(got) == sorted(_literal(match.group(2))), line  # type: ignore[call-overload]
-                    checked += 1
-    assert checked >= 8
+def test_show_lines_are_checked(doc: str) -> None:
+    """The strategy examples are checked line by line (guards the show() parser)."""
+    shows = [s for b in _blocks("python") if b.doc == doc for _, s, _ in _steps(b) if s is not None]
+    assert len(shows) >= 8
 
 
-def _without_shows(block: str) -> str:
-    return "\n".join(line for line in block.splitlines() if not SHOW.match(line))
+# -- console -----------------------------------------------------------------------------
+def _transcript(block: Block) -> list[tuple[str, list[str], int]]:
+    """(command, expected output lines, line) for each ``$ command`` of a console block."""
+    steps: list[tuple[str, list[str], int]] = []
+    for k, line in enumerate(block.text.splitlines()):
+        if line.startswith("$ "):
+            steps.append((line[2:], [], block.line + 1 + k))
+        else:
+            assert steps, f"{block.id}: output before the first command"
+            steps[-1][1].append(line)
+    return steps
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop("COLUMNS", None)
+    return env
+
+
+@pytest.mark.parametrize("block", _params("console"))
+def test_console_session_prints_what_the_doc_shows(block: Block, workdir: Path) -> None:
+    status = 0
+    for command, expected, line in _transcript(block):
+        if command.strip() == "echo $?":
+            got = [str(status)]
+        else:
+            done = subprocess.run(  # noqa: S603 - our own docs
+                ["bash", "-c", command], cwd=workdir, env=_environment(), capture_output=True,
+                text=True, timeout=120,
+            )
+            status = done.returncode
+            got = (done.stdout + done.stderr).splitlines()
+            assert "Traceback" not in done.stderr, f"{block.doc}:{line}: {done.stderr}"
+        normalize = [SUMMARY_TIME.sub(" in T s (R events/s)", x) for x in got]
+        want = [SUMMARY_TIME.sub(" in T s (R events/s)", x) for x in expected]
+        assert normalize == want, f"{block.doc}:{line}: $ {command}\n" + "\n".join(got)
+
+
+# -- bash --------------------------------------------------------------------------------
+def _commands(block: Block) -> Iterator[list[str]]:
+    for line in block.text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            for part in line.split("&&"):
+                yield shlex.split(part)
+
+
+@pytest.mark.parametrize("block", _params("bash"))
+def test_bash_commands_exist_and_pycel_commands_run(block: Block, workdir: Path) -> None:
+    for argv in _commands(block):
+        if argv[0] == "pip" or argv[:3] == ["python", "-m", "pip"]:
+            continue
+        if argv[0] == "pycel" or argv[:3] == ["python", "-m", "pycel"] or "--help" in argv:
+            argv = [sys.executable, *argv[1:]] if argv[0] == "python" else argv
+            done = subprocess.run(argv, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=300)  # noqa: S603
+            assert done.returncode == 0, f"{block.id}: {shlex.join(argv)}\n{done.stderr}"
+            continue
+        scripts = [a for a in argv[1:] if a.endswith((".py", ".sh")) or a.startswith("scripts/")]
+        assert argv[0] in ("python", "bash"), f"{block.id}: unexpected command {shlex.join(argv)}"
+        assert scripts and all((ROOT / s).is_file() for s in scripts), f"{block.id}: {shlex.join(argv)}"
+
+
+# -- ceql --------------------------------------------------------------------------------
+@pytest.mark.parametrize("block", _params("ceql"))
+def test_ceql_block_parses(block: Block) -> None:
+    from pycel import ceql
+
+    declaration = ceql.parse_declaration((ROOT / "examples/data/stocks.ceql").read_text())
+    for earlier in _blocks("ceql"):
+        if earlier.doc == block.doc and earlier.line < block.line and _is_declaration(earlier.text):
+            declaration = ceql.parse_declaration(earlier.text)
+    if _is_declaration(block.text):
+        ceql.parse_declaration(block.text)
+    else:
+        ceql.parse_query(block.text, declaration)
+
+
+def _is_declaration(text: str) -> bool:
+    return re.search(r"\b(CREATE|DECLARE)\s+STREAM\b", text, re.I) is not None
+
+
+# -- links -------------------------------------------------------------------------------
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of ``path``."""
+    anchors = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#+\s+(.*)$", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(slug)
+    return anchors
+
+
+@pytest.mark.parametrize("doc", [p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_links_stay_inside_the_repository(doc: str) -> None:
+    path = ROOT / doc
+    text = path.read_text(encoding="utf-8")
+    for outside in ("DESIGN.md", "../shared", "papers/"):
+        assert outside not in text, f"{doc} refers to {outside}, which users do not have"
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        assert resolved.is_relative_to(ROOT), f"{doc}: {target} points outside the repository"
+        assert resolved.exists(), f"{doc}: {target} does not exist"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in _anchors(resolved), f"{doc}: no heading for #{anchor} in {file or doc}"
