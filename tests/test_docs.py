@@ -179,9 +179,9 @@ def _run_python(block: Block, namespace: dict[str, object]) -> tuple[str, int]:
         for code, expected, line in _steps(block):
             source = "\n" * (line - 1) + code  # tracebacks show the document's line numbers
             if not code.startswith("show("):
-                exec(compile(source, block.doc, "exec"), namespace)  # noqa: S102 - our own docs
+                exec(compile(source, block.doc, "exec"), namespace)
                 continue
-            got = eval(compile(source, block.doc, "eval"), namespace)  # noqa: S307 - our own docs
+            got = eval(compile(source, block.doc, "eval"), namespace)
             if expected is not None:
                 want = _literal(expected)
                 assert sorted(got) == sorted(want), f"{block.doc}:{line}: {code} gave {got}"  # type: ignore[call-overload]
@@ -248,7 +248,7 @@ def test_console_session_prints_what_the_doc_shows(block: Block, workdir: Path) 
         if command.strip() == "echo $?":
             got = [str(status)]
         else:
-            done = subprocess.run(  # noqa: S603 - our own docs
+            done = subprocess.run(
                 ["bash", "-c", command], cwd=workdir, env=_environment(), capture_output=True,
                 text=True, timeout=120,
             )
@@ -276,7 +276,9 @@ def test_bash_commands_exist_and_pycel_commands_run(block: Block, workdir: Path)
             continue
         if argv[0] == "pycel" or argv[:3] == ["python", "-m", "pycel"] or "--help" in argv:
             argv = [sys.executable, *argv[1:]] if argv[0] == "python" else argv
-            done = subprocess.run(argv, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=300)  # noqa: S603
+            done = subprocess.run(
+                argv, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=300
+            )
             assert done.returncode == 0, f"{block.id}: {shlex.join(argv)}\n{done.stderr}"
             continue
         scripts = [a for a in argv[1:] if a.endswith((".py", ".sh")) or a.startswith("scripts/")]
