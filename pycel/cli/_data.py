@@ -1,33 +1,29 @@
-"""Event files for ``pycel run``: CORE-style CSV and Parquet, read in bounded chunks.
+"""Event files for ``pycel run``: what the readers share (options, the declaration's
+schema, checks and conversions of cells, delivery of the valid rows before a bad one).
 
-CSV: one event per row, the event type in the first column (or ``--type-column``), then
-the attributes. With a header row (the default) the header names the columns and the
-attribute columns are matched by name; with ``positional=True`` (``--positional``, or
-``--no-header``, which also means there is no header row) each row holds its event type's
-attributes in declaration order, as CORE builds its events. Every cell is read as text and
-converted with the declared type, so a bad cell is reported with its row and column.
-Empty cells are null.
-
-Parquet (``_parquet.py``): columns matched by name; the engine checks the types.
+The readers: CSV in ``_csv.py`` (CORE-style, event type first, then the attributes), Parquet
+in ``_parquet.py``. Both yield ``(base, frame)`` chunks of at most ``chunk_size`` rows
+whose columns are the ones the file has (an attribute the file lacks is left out, and the
+engine reports it if the query reads it). The general rules for missing and extra data are
+in ``docs/data.md``; the command line's in ``docs/cli.md``.
 
 Rows in errors are counted over the whole input: ``row`` is the 0-based data row (= the
-event's stream position); the command line prints it 1-based.
+event's stream position); the command line prints it 1-based. When a chunk holds a bad
+row r, ``chunks()`` first yields the rows before r (if any) and then raises
+:class:`InputError` for row r, so every match ending before the bad row can be written.
 
 Example::
 
-    source = open_source("events.csv", fields, options)
+    source = open_source("events.csv", Schema.of(declaration), ReadOptions())
     for base, frame in source.chunks():     # base: position of the frame's first row
         stream.push(frame, type_column=source.type_column)
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import sys
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -36,14 +32,17 @@ import pandas as pd
 from ..errors import DataError
 
 if TYPE_CHECKING:
+    from ._csv import CsvSource
     from ._parquet import ParquetSource
 
 #: Multipliers from ``--time-unit`` to nanoseconds (integer timestamps).
 TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 _TRUE = frozenset({"true", "t", "1", "yes", "y"})
 _FALSE = frozenset({"false", "f", "0", "no", "n"})
-_OVERFLOW = "\0overflow"  # an extra column that catches rows with too many fields
 _EXACT_FLOAT = 2**53
+# An ISO 8601 date-time that ends in a UTC offset (Z, +01, +0100, +01:00; pandas accepts
+# the same with a space before it). Without one, the time is UTC.
+_OFFSET = re.compile(r"[T ]\d.*(?:Z|[+-]\d{1,2}(?::?\d{2})?)$")
 
 
 class InputError(DataError):
@@ -146,14 +145,29 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
         stamps = np.where(parsed, ints * np.int64(TIME_UNITS[time_unit]), 0)
     dated = present & ~parsed
     if dated.any():
-        when = pd.to_datetime(text[dated], errors="coerce", utc=True, format="ISO8601")
-        bad = np.zeros(len(text), dtype=np.bool_)
-        bad[np.flatnonzero(dated)] = when.isna().to_numpy()
-        _raise_bad(text, bad, "an integer timestamp or an ISO 8601 date-time", base, column)
-        naive = when.dt.tz_localize(None).to_numpy().astype("datetime64[ns]")
-        stamps[np.flatnonzero(dated)] = naive.view(np.int64)
+        stamps[dated], bad = _iso_stamps(text[dated])
+        where = np.zeros(len(text), dtype=np.bool_)
+        where[np.flatnonzero(dated)] = bad
+        _raise_bad(text, where, "an integer timestamp or an ISO 8601 date-time", base, column)
     out = pd.Series(stamps.astype("datetime64[ns]"))
     return out.where(present)
+
+
+def _iso_stamps(text: pd.Series) -> tuple[Any, Any]:
+    """(nanoseconds since the epoch, unparsable mask) of ISO 8601 date-times. A value with
+    a UTC offset is converted with it, one without is UTC: decided per value (pandas
+    parsing a column that mixes the two gives the later naive values the earlier offset,
+    so the result would depend on which values share a chunk)."""
+    cells = text.str.strip()
+    offset = cells.str.contains(_OFFSET).to_numpy(dtype=np.bool_)
+    nanos = np.zeros(len(text), dtype=np.int64)
+    bad = np.zeros(len(text), dtype=np.bool_)
+    for group in (offset, ~offset):
+        if group.any():
+            when = pd.to_datetime(cells[group], errors="coerce", utc=True, format="ISO8601")
+            bad[group] = when.isna().to_numpy()
+            nanos[group] = when.dt.tz_localize(None).to_numpy().astype("datetime64[ns]").view(np.int64)
+    return nanos, bad
 
 
 def _fast_numbers(text: pd.Series, present: Any, dtype: str, time_unit: str) -> Any:
@@ -203,190 +217,51 @@ def _raise_bad(text: pd.Series, bad: Any, expected: str, base: int, column: str)
         raise InputError(f"expected {expected}, got {text.iloc[k]!r}", row=base + k, column=column)
 
 
-class CsvSource:
-    """A CSV file (or ``-``: standard input) read in chunks of ``chunk_size`` rows."""
+def check_declared(frame: pd.DataFrame, names: pd.Series, schema: Schema, base: int) -> None:
+    """Raise InputError at the first non-null cell of an attribute that its row's event type
+    does not declare (a file's column is shared by every event type in it)."""
+    for attr in frame.columns:
+        declaring = [event for event, own in schema.event_fields.items() if attr in own]
+        if attr not in schema.fields or len(declaring) == len(schema.event_fields):
+            continue
+        stray = frame[attr].notna().to_numpy() & ~names.isin(declaring).to_numpy()
+        if stray.any():
+            k = _first(stray)
+            raise InputError(
+                f"event type {names.iloc[k]} has no attribute {attr!r}, but the row has a value for it "
+                f"({frame[attr].iloc[k]!r})",
+                row=base + k,
+                column=str(attr),
+            )
 
-    def __init__(self, path: str, schema: Schema, options: ReadOptions) -> None:
-        self.path = path
-        self.schema = schema
-        self.options = options
-        self.handle: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-        self.size = None if path == "-" else Path(path).stat().st_size
-        self.rows = 0
-        self.reader: Any = None
-        self.type_column = options.type_column or "event_type"
-        try:
-            self.columns = self._columns()
-        except BaseException:
-            self.close()
-            raise
 
-    def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()  # also closes the text wrapper pandas put around the handle
-        if self.handle is not sys.stdin.buffer:
-            self.handle.close()
-
-    def _columns(self) -> list[str]:
-        """The column names, after reading (and checking) the header row if there is one."""
-        opts = self.options
-        width = max((len(f) for f in self.schema.event_fields.values()), default=0)
-        positions = [f"\0{k}" for k in range(width)]
-        if not opts.header:
-            return [self.type_column, *positions]
-        try:
-            first = self.handle.readline().decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            raise InputError(f"the header row is not UTF-8 text: {err}") from None
-        if not first.strip():
-            return [self.type_column, *positions]
-        header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
-        if opts.type_column is None:
-            self.type_column = header[0]
-        elif opts.type_column not in header:
-            raise InputError(f"the header has no column {opts.type_column!r}: {', '.join(header)}")
-        if opts.positional:
-            if header[0] != self.type_column:
-                raise InputError("with --positional the event type must be the first column")
-            return [self.type_column, *positions]
-        seen: set[str] = set()
-        for name in header:
-            if name in seen:
-                raise InputError(f"the header names column {name!r} twice", column=name)
-            seen.add(name)
-            if name != self.type_column and name not in self.schema.fields:
-                raise InputError(
-                    f"the header names column {name!r}, which is not an attribute of any declared "
-                    f"event (attributes: {', '.join(self.schema.fields)}); use --positional to "
-                    "ignore the header's names",
-                    column=name,
-                )
-        return header
-
-    def fraction(self) -> float | None:
-        """How much of the file has been read (for the progress line), if known."""
-        if self.options.limit_rows:
-            return min(1.0, self.rows / self.options.limit_rows)
-        if not self.size:
-            return None
-        try:
-            return min(1.0, self.handle.tell() / self.size)
-        except (OSError, ValueError):
-            return None
-
-    def _reader(self, typed: bool) -> Any:
-        """A chunked pandas reader from the handle's position: ``typed`` reads int, float
-        and time columns with numpy dtypes (fast; fails on empty or unusual cells), else
-        every cell as text (checked and converted by :func:`convert_column`)."""
-        dtype: Any = str
-        if typed:
-            numpy_types = {"int": "int64", "time": "int64", "float": "float64"}
-            dtype = {c: numpy_types.get(self.schema.fields.get(c, ""), object) for c in self.columns}
-            dtype[self.type_column] = dtype[_OVERFLOW] = object
-        self.reader = pd.read_csv(
-            self.handle,
-            header=None,
-            names=[*self.columns, _OVERFLOW],
-            dtype=dtype,
-            keep_default_na=False,
-            na_values=[""],
-            index_col=False,
-            chunksize=self.options.chunk_size,
-            nrows=self.options.limit_rows,
-            encoding="utf-8",
-            float_precision="round_trip",
-        )
-        return self.reader
-
-    def _restart(self) -> None:
-        """Go back to the first data row (after a typed chunk failed)."""
-        self.reader.close()
-        self.reader = None
-        self.handle.close()
-        self.handle = open(self.path, "rb")  # noqa: SIM115
-        if self.options.header:
-            self.handle.readline()
-
-    def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
-        """(position of the first row, frame) per chunk, frames ready for ``Stream.push``.
-
-        Chunks are read typed while that works; at the first chunk that does not parse
-        that way (an empty number, ``1.0`` for an int, a bad value, a malformed line) the
-        file is read again as text from the start, skipping the rows already delivered,
-        and every cell is checked, so errors name their row and column.
-        """
-        opts = self.options
-        if opts.limit_rows == 0:
-            return
-        typed = self.path != "-" and not opts.positional
-        reader = self._reader(typed)
-        skip = 0
-        while True:
+def deliver(convert: Callable[[int], pd.DataFrame], n: int, base: int) -> Iterator[tuple[int, pd.DataFrame]]:
+    """Yield ``(base, convert(n))``, the checked frame of a chunk of ``n`` rows. When that
+    raises :class:`InputError` at row r, yield the rows before it first (``convert`` of the
+    prefix, which may find an earlier bad row: repeat until the prefix is clean), then
+    raise the error of the first bad row."""
+    try:
+        frame = convert(n)
+    except InputError as err:
+        error = err
+        while error.row is not None and base < error.row < base + n:
             try:
-                raw = next(reader)
-            except StopIteration:
-                return
-            except UnicodeDecodeError as err:
-                raise InputError(f"the file is not UTF-8 text: {err}") from None
-            except (ValueError, OverflowError) as err:
-                if not typed:
-                    raise InputError(f"malformed CSV: {err}".strip()) from None
-                typed, skip = False, self.rows
-                self._restart()
-                reader = self._reader(typed)
+                prefix = convert(error.row - base)
+            except InputError as earlier:
+                if earlier.row is None or earlier.row >= error.row:
+                    raise
+                error = earlier
                 continue
-            if skip:
-                dropped = min(skip, len(raw))
-                raw, skip = raw.iloc[dropped:], skip - dropped
-                if not len(raw):
-                    continue
-            base = self.rows
-            raw = raw.reset_index(drop=True)
-            self.rows += len(raw)
-            yield base, self._convert(raw, base)
-
-    def _convert(self, raw: pd.DataFrame, base: int) -> pd.DataFrame:
-        extra = raw[_OVERFLOW].notna().to_numpy()
-        if extra.any():
-            k = _first(extra)
-            raise InputError(f"row has more fields than the {len(self.columns)} columns", row=base + k)
-        names = raw[self.type_column]
-        missing = names.isna().to_numpy()
-        if missing.any():
-            raise InputError("missing event type", row=base + _first(missing), column=self.type_column)
-        check_event_types(names, self.schema, base, self.type_column)
-        positional = self.options.positional or not self.options.header
-        text = self._positional(raw, names, base) if positional else raw
-        out: dict[str, Any] = {self.type_column: names.to_numpy(dtype=object)}
-        for attr, dtype in self.schema.fields.items():
-            if attr in text.columns and attr != self.type_column:
-                out[attr] = convert_column(text[attr], dtype, base, attr, self.options.time_unit)
-        return pd.DataFrame(out)
-
-    def _positional(self, raw: pd.DataFrame, names: pd.Series, base: int) -> pd.DataFrame:
-        """Cells by attribute name, from each row's event type's attribute order."""
-        n = len(raw)
-        cells = {attr: np.full(n, np.nan, dtype=object) for attr in self.schema.fields}
-        for event in pd.unique(names):
-            rows = (names == event).to_numpy()
-            attrs_in_order = self.schema.event_fields[str(event)]
-            width = len(self.columns) - 1
-            beyond = [f"\0{k}" for k in range(len(attrs_in_order), width)]
-            if beyond:
-                extra = rows & raw[beyond].notna().any(axis=1).to_numpy()
-                if extra.any():
-                    raise InputError(
-                        f"event {event} has {len(attrs_in_order)} attributes but the row has more fields",
-                        row=base + _first(extra),
-                    )
-            for k, attr in enumerate(attrs_in_order):
-                cells[attr][rows] = raw[f"\0{k}"].to_numpy(dtype=object)[rows]
-        return pd.DataFrame({a: pd.Series(v, dtype=object) for a, v in cells.items()})
+            yield base, prefix
+            break
+        raise error from None
+    yield base, frame
 
 
 def open_source(path: str, schema: Schema, options: ReadOptions) -> CsvSource | ParquetSource:
     """The reader for ``path``: Parquet for ``.parquet``/``.pq`` (or ``input_format``), else CSV."""
-    from ._parquet import ParquetSource  # noqa: F811 (imported for annotations above)
+    from ._csv import CsvSource  # noqa: F811 (imported for annotations above)
+    from ._parquet import ParquetSource  # noqa: F811
 
     fmt = options.input_format
     if fmt is None:

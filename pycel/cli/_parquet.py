@@ -1,5 +1,12 @@
-"""Parquet event files for ``pycel run``: columns matched by name, one record batch of
-``chunk_size`` rows at a time; the engine checks the values' types.
+"""Parquet event files for ``pycel run``: columns matched by name, read one record batch of
+``chunk_size`` rows at a time.
+
+The reader checks what the engine cannot see once pandas holds the values: integers that
+do not fit ``int`` (uint64 above 2**63 - 1; floats that are not integral, infinite, NaN or
+out of range; integer timestamps that overflow nanoseconds), cells of attributes that the
+row's event type does not declare, missing and unknown event types. The engine checks the
+rest of the types. A file that cannot be read (a corrupted footer or data page) is an
+:class:`InputError` naming the file and the rows it was reading.
 
 Example::
 
@@ -11,11 +18,24 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-from ._data import TIME_UNITS, InputError, ReadOptions, Schema, check_event_types
+from ._data import (
+    TIME_UNITS,
+    InputError,
+    ReadOptions,
+    Schema,
+    _first,
+    check_declared,
+    check_event_types,
+    deliver,
+)
+
+_INT64_MAX = 2**63 - 1
 
 
 class ParquetSource:
@@ -24,28 +44,33 @@ class ParquetSource:
     def __init__(self, path: str, schema: Schema, options: ReadOptions) -> None:
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+        self.path = path
         self.schema = schema
         self.options = options
         with open(path, "rb"):  # a missing or unreadable file is an OSError, as for CSV
             pass
         try:
             self.file = pq.ParquetFile(path)
+            names = list(self.file.schema_arrow.names)
+            self.total = self.file.metadata.num_rows
         except Exception as err:  # pyarrow raises several types for a bad file
-            raise InputError(f"cannot read {path} as Parquet: {err}") from None
-        names = list(self.file.schema_arrow.names)
+            raise InputError(f"cannot read {path} as Parquet: {_one_line(err)}") from None
         if not names:
             raise InputError("the Parquet file has no columns")
         self.type_column = options.type_column or names[0]
         if self.type_column not in names:
             raise InputError(f"the file has no column {self.type_column!r}: {', '.join(names)}")
+        seen: set[str] = set()
         for name in names:
+            if name in seen:
+                raise InputError(f"the file has two columns named {name!r}", column=name)
+            seen.add(name)
             if name != self.type_column and name not in schema.fields:
                 raise InputError(
                     f"column {name!r} is not an attribute of any declared event "
                     f"(attributes: {', '.join(schema.fields)})",
                     column=name,
                 )
-        self.total = self.file.metadata.num_rows
         if options.limit_rows is not None:
             self.total = min(self.total, options.limit_rows)
         self.rows = 0
@@ -57,25 +82,106 @@ class ParquetSource:
         return self.rows / self.total if self.total else None
 
     def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
-        for batch in self.file.iter_batches(batch_size=self.options.chunk_size):
-            if self.rows >= self.total:
+        """(position of the first row, frame) per record batch; on a bad row the rows
+        before it are yielded first, then :class:`InputError` names its row and column."""
+        batches = self.file.iter_batches(batch_size=self.options.chunk_size)
+        while self.rows < self.total:
+            try:
+                batch = next(batches)
+            except StopIteration:
                 return
-            frame = batch.to_pandas()
-            frame = frame.iloc[: self.total - self.rows].reset_index(drop=True)
+            except Exception as err:  # a corrupted page: pyarrow raises OSError, ArrowInvalid, ...
+                raise InputError(
+                    f"cannot read {self.path} ({self._where()}): {_one_line(err)}", row=None
+                ) from None
+            batch = batch.slice(0, self.total - self.rows)
             base = self.rows
-            self.rows += len(frame)
-            names = frame[self.type_column]
-            check_event_types(names.astype(object).where(names.notna()), self.schema, base, self.type_column)
-            for attr, dtype in self.schema.fields.items():
-                if dtype == "time" and attr in frame.columns and frame[attr].dtype.kind in "iuf":
-                    frame[attr] = _stamps(frame[attr], TIME_UNITS[self.options.time_unit])
-            yield base, frame
+
+            def convert(k: int, batch: Any = batch, base: int = base) -> pd.DataFrame:
+                return self._frame(batch.slice(0, k), base)
+
+            for start, frame in deliver(convert, batch.num_rows, base):
+                self.rows = start + len(frame)
+                yield start, frame
+
+    def _where(self) -> str:
+        """The row group and rows being read (1-based rows, as the command line prints them)."""
+        first = 0
+        for g in range(self.file.metadata.num_row_groups):
+            n = self.file.metadata.row_group(g).num_rows
+            if self.rows < first + n:
+                return f"row group {g}, rows {first + 1} to {first + n}"
+            first += n
+        return f"after row {self.rows}"
+
+    def _frame(self, batch: Any, base: int) -> pd.DataFrame:
+        """The checked pandas frame of ``batch``."""
+        columns: dict[str, Any] = {}
+        for name in batch.schema.names:
+            cells = batch.column(name)
+            dtype = self.schema.fields.get(name)
+            if dtype == "int":
+                cells = _checked_ints(cells, base, name)
+            elif dtype == "time" and (pa.types.is_integer(cells.type) or pa.types.is_floating(cells.type)):
+                cells = _checked_stamps(cells, TIME_UNITS[self.options.time_unit], base, name)
+            columns[name] = cells
+        try:
+            frame: pd.DataFrame = pa.table(columns).to_pandas(ignore_metadata=True)
+        except Exception as err:  # e.g. a value pandas cannot hold
+            raise InputError(f"cannot read {self.path} ({self._where()}): {_one_line(err)}") from None
+        names = frame[self.type_column]
+        names = names.astype(object).where(names.notna())
+        missing = names.isna().to_numpy()
+        if missing.any():
+            raise InputError("missing event type", row=base + _first(missing), column=self.type_column)
+        check_event_types(names, self.schema, base, self.type_column)
+        attributes = [c for c in frame.columns if c != self.type_column]
+        check_declared(frame[attributes], names, self.schema, base)
+        return frame
 
 
-def _stamps(numbers: pd.Series, scale: int) -> pd.Series:
-    """Integer timestamps in some unit (floats when the column has nulls) as datetime64[ns]."""
-    present = numbers.notna().to_numpy()
-    if numbers.dtype.kind == "f" and (numbers.fillna(0) % 1 != 0).any():
-        return numbers  # fractional: the engine reports the first bad value
-    ints = numbers.astype("Int64").to_numpy(dtype=np.int64, na_value=0) * np.int64(scale)
-    return pd.Series(ints.astype("datetime64[ns]")).where(present)
+def _raise_at(bad: Any, cells: Any, expected: str, base: int, column: str) -> None:
+    """InputError at the first row where the Arrow boolean array ``bad`` is true."""
+    mask = bad.fill_null(False).to_numpy(zero_copy_only=False)
+    if mask.any():
+        k = _first(mask)
+        raise InputError(f"expected {expected}, got {cells[k].as_py()!r}", row=base + k, column=column)
+
+
+def _checked_ints(cells: Any, base: int, column: str) -> Any:
+    """An ``int`` attribute's column, checked to fit 64-bit signed integers (uint64 above
+    2**63 - 1 and floats that are not integral or out of range are errors)."""
+    kind = cells.type
+    if pa.types.is_uint64(kind):
+        _raise_at(
+            pc.greater(cells, pa.scalar(_INT64_MAX, pa.uint64())), cells, "an int (64-bit)", base, column
+        )
+        return cells.cast(pa.int64())
+    if pa.types.is_floating(kind):
+        floats = cells.cast(pa.float64())
+        finite = pc.is_finite(floats)
+        fits = pc.and_(pc.less(pc.abs(floats), 2.0**63), pc.equal(pc.floor(floats), floats))
+        _raise_at(pc.invert(pc.and_(finite, fits)), cells, "an integral int (64-bit)", base, column)
+    return cells
+
+
+def _checked_stamps(cells: Any, scale: int, base: int, column: str) -> Any:
+    """Integer timestamps in some unit as nanoseconds (timestamp[ns]), checked to be
+    integral and to fit 64-bit nanoseconds."""
+    limit = _INT64_MAX // scale
+    if pa.types.is_integer(cells.type):  # compared exactly, not through floats
+        bound = pa.scalar(limit, pa.uint64() if pa.types.is_uint64(cells.type) else pa.int64())
+        fits = pc.less(cells, bound)
+        if pa.types.is_signed_integer(cells.type):
+            fits = pc.and_(fits, pc.greater(cells, pa.scalar(-limit, pa.int64())))
+    else:
+        floats = cells.cast(pa.float64())
+        fits = pc.and_(pc.less(pc.abs(floats), float(limit)), pc.equal(pc.floor(floats), floats))
+    _raise_at(pc.invert(fits), cells, "an integer timestamp in the 64-bit nanosecond range", base, column)
+    nanos = pc.multiply(cells.cast(pa.int64()), pa.scalar(scale, pa.int64()))
+    return nanos.cast(pa.timestamp("ns"))
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text or type(err).__name__

@@ -1,0 +1,376 @@
+"""CORE-style CSV event files for ``pycel run``, read in chunks of ``chunk_size`` rows.
+
+One event per row, the event type in the first column (or ``--type-column``), then the
+attributes. With a header row (the default) the header names the columns and the attribute
+columns are matched by name; with ``positional=True`` (``--positional``, or ``--no-header``,
+which also means there is no header row) each row holds its event type's attributes in
+declaration order, as CORE builds its events. Every cell is read as text and converted with
+the declared type, so a bad cell is reported with its row and column. Empty cells are null.
+
+With a header, rows are split by pyarrow, which counts each row's fields: a row with fewer
+or more fields than the header is an error naming it. Bytes that are not UTF-8 are found
+per cell, so that error names the row and the column too. Positional rows (whose width
+depends on their event type) are split by pandas.
+
+Example::
+
+    source = CsvSource("events.csv", Schema.of(declaration), ReadOptions(chunk_size=50_000))
+    for base, frame in source.chunks():
+        stream.push(frame, type_column=source.type_column)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+
+from ._data import (
+    InputError,
+    ReadOptions,
+    Schema,
+    _first,
+    check_declared,
+    check_event_types,
+    convert_column,
+    deliver,
+)
+
+_OVERFLOW = "\0overflow"  # positional reading: an extra column that catches rows with too many fields
+_SKIPPED = re.compile(r"Skipping line (\d+): expected (\d+) fields, saw (\d+)")
+
+
+class CsvSource:
+    """A CSV file (or ``-``: standard input) read in chunks of ``chunk_size`` rows."""
+
+    def __init__(self, path: str, schema: Schema, options: ReadOptions) -> None:
+        self.path = path
+        self.schema = schema
+        self.options = options
+        self.handle: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+        self.size = None if path == "-" else Path(path).stat().st_size
+        self.rows = 0
+        self.type_column = options.type_column or "event_type"
+        try:
+            self.columns = self._columns()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.handle is not sys.stdin.buffer:
+            self.handle.close()
+
+    @property
+    def positional(self) -> bool:
+        return self.options.positional or not self.options.header
+
+    def _columns(self) -> list[str]:
+        """The column names, after reading (and checking) the header row if there is one."""
+        opts = self.options
+        width = max((len(f) for f in self.schema.event_fields.values()), default=0)
+        positions = [f"\0{k}" for k in range(width)]
+        if not opts.header:
+            return [self.type_column, *positions]
+        try:
+            first = self.handle.readline().decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise InputError(f"the header row is not UTF-8 text: {err}") from None
+        if not first.strip():
+            return [self.type_column, *positions]
+        header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+        if opts.type_column is None:
+            self.type_column = header[0]
+        elif opts.type_column not in header:
+            raise InputError(f"the header has no column {opts.type_column!r}: {', '.join(header)}")
+        if opts.positional:
+            if header[0] != self.type_column:
+                raise InputError("with --positional the event type must be the first column")
+            return [self.type_column, *positions]
+        seen: set[str] = set()
+        for name in header:
+            if name in seen:
+                raise InputError(f"the header names column {name!r} twice", column=name)
+            seen.add(name)
+            if name != self.type_column and name not in self.schema.fields:
+                raise InputError(
+                    f"the header names column {name!r}, which is not an attribute of any declared "
+                    f"event (attributes: {', '.join(self.schema.fields)}); use --positional to "
+                    "ignore the header's names",
+                    column=name,
+                )
+        return header
+
+    def fraction(self) -> float | None:
+        """How much of the file has been read (for the progress line), if known."""
+        if self.options.limit_rows:
+            return min(1.0, self.rows / self.options.limit_rows)
+        if not self.size:
+            return None
+        try:
+            return min(1.0, self.handle.tell() / self.size)
+        except (OSError, ValueError):
+            return None
+
+    def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
+        """(position of the first row, frame) per chunk, frames ready for ``Stream.push``.
+
+        On a bad row (a bad cell, the wrong number of fields, bytes that are not UTF-8) the
+        rows before it are yielded first, then :class:`InputError` names its row.
+        """
+        if self.options.limit_rows == 0:
+            return
+        texts = self._pandas_text() if self.positional else self._arrow_text()
+        for raw in texts:
+            yield from self._checked(raw)
+
+    def _checked(self, raw: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame]]:
+        base = self.rows
+        suspects = list(raw.columns) if self.positional else raw.attrs.get("undecoded", [])
+
+        def convert(k: int) -> pd.DataFrame:
+            return self._convert(raw.iloc[:k], base, suspects)
+
+        for start, frame in deliver(convert, len(raw), base):
+            self.rows = start + len(frame)
+            yield start, frame
+
+    # -- splitting rows: pyarrow (with a header) -----------------------------------------------
+
+    def _arrow_text(self) -> Iterator[pd.DataFrame]:
+        """Chunks of cells as text (None for empty cells); after the rows before a row with
+        the wrong number of fields, InputError for that row."""
+        wrong: list[tuple[int, int]] = []  # (0-based row, its number of fields), as pyarrow finds them
+
+        def on_invalid(row: Any) -> str:
+            wrong.append((-1 if row.number is None else row.number - 1, row.actual_columns))
+            return "skip"  # parsing goes on, so the rows before it are delivered
+
+        binary = {name: pa.binary() for name in self.columns}
+        try:
+            reader = pacsv.open_csv(
+                self.handle,
+                read_options=pacsv.ReadOptions(column_names=self.columns, use_threads=False),
+                parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=binary, strings_can_be_null=False, quoted_strings_can_be_null=False
+                ),
+            )
+        except (pa.ArrowInvalid, OSError) as err:
+            if "Empty CSV file" in str(err):
+                return
+            raise InputError(f"malformed CSV: {err}") from None
+        table: Any = None  # rows read and not yet delivered
+        delivered = read = 0
+        size, limit = self.options.chunk_size, self.options.limit_rows
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                batch = None
+            except (pa.ArrowInvalid, OSError) as err:
+                if table is not None and table.num_rows:
+                    yield self._text_frame(table)
+                raise InputError(f"malformed CSV after data row {read}: {err}") from None
+            if batch is not None:
+                part = pa.Table.from_batches([batch])
+                table = part if table is None else pa.concat_tables([table, part])
+                read += batch.num_rows
+            cut = min(row for row, _ in wrong) if wrong else None
+            ends = [x for x in (cut, limit) if x is not None]
+            end = min(ends) if ends else None
+            if end is not None and table is not None and delivered + table.num_rows > end:
+                table = table.slice(0, max(end - delivered, 0))
+            finished = batch is None or (end is not None and read >= end)
+            while table is not None and table.num_rows and (table.num_rows >= size or finished):
+                chunk, table = table.slice(0, size), table.slice(size)
+                delivered += chunk.num_rows
+                yield self._text_frame(chunk)
+            if not finished:
+                continue
+            if cut is not None and (limit is None or cut < limit):
+                fields = dict(wrong)[cut]
+                raise InputError(
+                    f"row has {'more' if fields > len(self.columns) else 'fewer'} fields than the "
+                    f"{len(self.columns)} columns ({fields} field{'s' * (fields != 1)})",
+                    row=None if cut < 0 else cut,
+                )
+            return
+
+    def _text_frame(self, table: Any) -> pd.DataFrame:
+        """The cells of ``table`` (binary columns) as text; a cell that is not UTF-8 is kept
+        as bytes and reported by :meth:`_convert` with its row. Number columns whose cells
+        are all plain numbers are parsed here by Arrow (the common case, fast); the others
+        stay text for :func:`convert_column`, which checks every cell."""
+        columns: dict[str, Any] = {}
+        undecoded: list[str] = []
+        for name in self.columns:
+            cells = table.column(name)
+            try:
+                text = cells.cast(pa.string())
+            except pa.ArrowInvalid:  # not UTF-8: the bad cells stay bytes, reported in _convert
+                columns[name] = pd.Series([_decoded(b) for b in cells.to_pylist()], dtype=object)
+                undecoded.append(name)
+                continue
+            text = pc.if_else(pc.equal(text, ""), None, text)
+            numbers = _arrow_numbers(text, self.schema.fields.get(name, "str"))
+            columns[name] = numbers if numbers is not None else pd.Series(text.to_pandas(), dtype=object)
+        frame = pd.DataFrame(columns)
+        frame.attrs["undecoded"] = undecoded
+        return frame
+
+    # -- splitting rows: pandas (positional) ----------------------------------------------------
+
+    def _pandas_text(self) -> Iterator[pd.DataFrame]:
+        """Chunks of cells as text (NaN for empty cells) for positional reading; bytes that
+        are not UTF-8 become lone surrogates, reported by :meth:`_convert` with their row."""
+        reader = pd.read_csv(
+            self.handle,
+            header=None,
+            names=[*self.columns, _OVERFLOW],
+            dtype=str,
+            keep_default_na=False,
+            na_values=[""],
+            index_col=False,
+            chunksize=self.options.chunk_size,
+            nrows=self.options.limit_rows,
+            encoding="utf-8",
+            encoding_errors="surrogateescape",
+            on_bad_lines="warn",
+        )
+        read = 0
+        with reader:
+            while True:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        raw = next(reader)
+                    except StopIteration:
+                        return
+                    except ValueError as err:
+                        raise InputError(f"malformed CSV after data row {read}: {err}".strip()) from None
+                skipped = [_SKIPPED.search(str(w.message)) for w in caught]
+                lines = [(int(m[1]) - 1, int(m[3])) for m in skipped if m]
+                if lines:
+                    row, fields = min(lines)
+                    if row > read:
+                        yield raw.iloc[: row - read].reset_index(drop=True)
+                    raise InputError(
+                        f"row has more fields than the {len(self.columns)} columns ({fields} fields)", row=row
+                    )
+                read += len(raw)
+                yield raw.reset_index(drop=True)
+
+    # -- checking and converting ---------------------------------------------------------------
+
+    def _convert(self, raw: pd.DataFrame, base: int, suspects: list[str]) -> pd.DataFrame:
+        """The checked frame of ``raw`` (text cells); ``suspects``: columns that may hold
+        cells that are not UTF-8."""
+        raw = raw.reset_index(drop=True)
+        _check_utf8(raw, base, suspects)
+        if _OVERFLOW in raw.columns:
+            extra = raw[_OVERFLOW].notna().to_numpy()
+            if extra.any():
+                k = _first(extra)
+                raise InputError(f"row has more fields than the {len(self.columns)} columns", row=base + k)
+        names = raw[self.type_column]
+        missing = names.isna().to_numpy()
+        if missing.any():
+            raise InputError("missing event type", row=base + _first(missing), column=self.type_column)
+        check_event_types(names, self.schema, base, self.type_column)
+        text = self._positional(raw, names, base) if self.positional else raw
+        attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
+        check_declared(text[attributes], names, self.schema, base)
+        out: dict[str, Any] = {self.type_column: names.to_numpy(dtype=object)}
+        for attr in attributes:
+            dtype = self.schema.fields[attr]
+            out[attr] = convert_column(text[attr], dtype, base, attr, self.options.time_unit)
+        return pd.DataFrame(out)
+
+    def _positional(self, raw: pd.DataFrame, names: pd.Series, base: int) -> pd.DataFrame:
+        """Cells by attribute name, from each row's event type's attribute order."""
+        n = len(raw)
+        cells = {attr: np.full(n, np.nan, dtype=object) for attr in self.schema.fields}
+        for event in pd.unique(names):
+            rows = (names == event).to_numpy()
+            attrs_in_order = self.schema.event_fields[str(event)]
+            width = len(self.columns) - 1
+            beyond = [f"\0{k}" for k in range(len(attrs_in_order), width)]
+            if beyond:
+                extra = rows & raw[beyond].notna().any(axis=1).to_numpy()
+                if extra.any():
+                    raise InputError(
+                        f"event {event} has {len(attrs_in_order)} attributes but the row has more fields",
+                        row=base + _first(extra),
+                    )
+            for k, attr in enumerate(attrs_in_order):
+                cells[attr][rows] = raw[f"\0{k}"].to_numpy(dtype=object)[rows]
+        return pd.DataFrame({a: pd.Series(v, dtype=object) for a, v in cells.items()})
+
+
+def _check_utf8(raw: pd.DataFrame, base: int, suspects: list[str]) -> None:
+    """Raise InputError at the first cell that is not UTF-8 text: bytes (pyarrow reading)
+    or a string with lone surrogates (pandas reading with ``surrogateescape``). Checked
+    per column at C speed; only a column with a bad cell is searched cell by cell."""
+    bad_rows: list[tuple[int, str]] = []
+    for name in suspects:
+        cells = raw[name]
+        if cells.dtype != object:
+            continue
+        present = cells.dropna()
+        try:
+            "\n".join(present).encode("utf-8")
+            continue
+        except (TypeError, UnicodeEncodeError):
+            pass
+        for k, cell in enumerate(cells.tolist()):
+            if isinstance(cell, bytes) or isinstance(cell, str) and not _encodes(cell):
+                bad_rows.append((k, str(name)))
+                break
+    if bad_rows:
+        k, name = min(bad_rows)
+        cell = raw[name].iloc[k]
+        shown = cell if isinstance(cell, bytes) else cell.encode("utf-8", "surrogateescape")
+        column = None if name.startswith("\0") else name
+        raise InputError(f"the cell is not UTF-8 text: {shown!r}", row=base + k, column=column)
+
+
+def _arrow_numbers(text: Any, dtype: str) -> Any:
+    """A column of ``int``, ``float`` or integer ``time`` cells parsed by Arrow: int64
+    (without nulls) or float64 (NaN for nulls) numpy values, or None when a cell is not a
+    plain number (``1.0`` for an int, a date-time, an integer beyond int64, a blank...) or
+    an int column has nulls."""
+    target = {"int": pa.int64(), "time": pa.int64(), "float": pa.float64()}.get(dtype)
+    if target is None or (target == pa.int64() and text.null_count):
+        return None
+    try:
+        numbers = text.cast(target)
+    except pa.ArrowInvalid:
+        return None
+    return numbers.to_numpy()
+
+
+def _decoded(cell: bytes) -> str | bytes | None:
+    try:
+        return cell.decode("utf-8") if cell else None
+    except UnicodeDecodeError:
+        return cell
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
