@@ -93,26 +93,48 @@ def _check_filter(node: Filter) -> None:
 
 
 def named_variables(node: Pattern) -> set[str]:
-    """Variables the user named (aliases, ``as_``), not the implicit type-name ones."""
+    """Variables the user named (aliases, ``as_``), not the implicit ones: an event type's
+    name, and ``not_T``, the name ``not_(T)`` and CEQL's ``NOT(T)`` give a negated atom."""
     if isinstance(node, Atom):
         return set() if node.var == event_name(node.event) else {node.var}
     if isinstance(node, NotAtom):
-        return {node.var}
+        return set() if node.var == f"not_{event_name(node.event)}" else {node.var}
     out = set().union(*(named_variables(c) for c in node.children()))
     return out | {node.var} if isinstance(node, As) else out
 
 
-def _warn_unsafe(node: Pattern) -> None:
+#: Longest pattern text quoted in a warning (a 300-atom pattern must not flood the output).
+_QUOTE_MAX = 80
+
+
+def _repeated_aliases(node: Pattern, found: list[tuple[set[str], Pattern]]) -> None:
+    """Collect the sequences and ANDs that bind a user-named variable on both sides."""
     # seq(Buy, Buy) is normal; seq(Buy.as_("x"), Sell.as_("x")) is probably a slip.
     if isinstance(node, (Seq, And)):
         shared = named_variables(node.left) & named_variables(node.right)
         if shared:
-            warnings.warn(
-                f"variables {sorted(shared)} are bound on both sides of {node!r}; each "
-                "collects the positions of both (is a repeated alias intended?)",
-                PatternWarning,
-                stacklevel=4,
-            )
+            found.append((shared, node))
+    for child in node.children():
+        _repeated_aliases(child, found)
+
+
+def _warn_repeated_aliases(body: Pattern) -> None:
+    """One short PatternWarning for every repeated alias of the pattern together."""
+    found: list[tuple[set[str], Pattern]] = []
+    _repeated_aliases(body, found)
+    if not found:
+        return
+    shared = sorted(set().union(*(names for names, _ in found)))
+    text = repr(found[0][1])
+    if len(text) > _QUOTE_MAX:
+        text = text[: _QUOTE_MAX - 1] + "…"
+    more = f" (and {len(found) - 1} more places)" if len(found) > 1 else ""
+    warnings.warn(
+        f"variables {shared} are bound on both sides of {text}{more}; each collects the "
+        "positions of both (is a repeated alias intended?)",
+        PatternWarning,
+        stacklevel=4,  # the caller of compile() or evaluate()
+    )
 
 
 def _walk(node: Pattern) -> None:
@@ -120,16 +142,44 @@ def _walk(node: Pattern) -> None:
         _check_filter(node)
     if isinstance(node, NotAtom) and node.predicate is not None:
         _check_filter(Filter(Atom(node.event, node.var), node.predicate))
-    _warn_unsafe(node)
     for child in node.children():
         _walk(child)
 
 
+def _types_in_order(node: Pattern) -> list[type[Event]]:
+    """The event types of the atoms of ``node``, in pattern order (with repeats)."""
+    if isinstance(node, (Atom, NotAtom)):
+        return [node.event]
+    return [t for child in node.children() for t in _types_in_order(child)]
+
+
+def check_type_names(body: Pattern) -> None:
+    """Reject two different event classes with the same name in one pattern: the data
+    names event types, so pycel could not tell their events apart."""
+    by_name: dict[str, list[type[Event]]] = {}
+    for cls in _types_in_order(body):
+        same = by_name.setdefault(event_name(cls), [])
+        if cls not in same:
+            same.append(cls)
+    for name, classes in sorted(by_name.items()):
+        if len(classes) > 1:
+            shown = " and ".join(
+                f"{c.__module__}.{c.__qualname__} (attributes {sorted(c.__fields__)})" for c in classes
+            )
+            raise PatternError(
+                f"two different event classes are named {name!r} in this pattern: {shown}; events "
+                "name their type, so pycel cannot tell them apart. Use one class, or give one a "
+                "different name (rename it or set __event_name__)"
+            )
+
+
 def _equality_joins(node: Pattern) -> list[Expr[bool]]:
     """The equality joins ``x.a == y.b`` of the pattern's filters (post-filters excluded)."""
-    found = [c for c in conjuncts(node.predicate) if is_equality_join(c)] if (
-        isinstance(node, Filter) and not node.post_filter
-    ) else []
+    found = (
+        [c for c in conjuncts(node.predicate) if is_equality_join(c)]
+        if (isinstance(node, Filter) and not node.post_filter)
+        else []
+    )
     return found + [j for child in node.children() for j in _equality_joins(child)]
 
 
@@ -178,6 +228,7 @@ def check_hierarchical(body: Pattern) -> None:
 
 def check(spec: QuerySpec) -> None:
     """Run every static check on a split query; raise PatternError on the first problem."""
+    check_type_names(spec.body)
     _walk(spec.body)
     check_hierarchical(spec.body)
     bound = bound_variables(spec.body)
@@ -198,3 +249,4 @@ def check(spec: QuerySpec) -> None:
             raise PatternError(
                 f"the window is on attribute {window.on!r}, which event types {lacking} do not have"
             )
+    _warn_repeated_aliases(spec.body)  # last: a pattern that is refused gets no warning

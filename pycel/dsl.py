@@ -17,6 +17,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+import sys
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -25,6 +27,7 @@ import attrs
 from .errors import PatternError
 from .events import Alias, Event, event_name
 from .expr import Attr, Expr, expr_key
+from .limits import MAX_COUNT_WINDOW, MAX_LIMIT
 
 Strategy = Literal["all", "any", "next", "last", "max", "strict"]
 Policy = Literal["none", "any", "partition"]
@@ -115,8 +118,11 @@ class Pattern:
         if events is not None:
             if on is not None:
                 raise PatternError("within(events=...) counts positions; it takes no on=")
-            if not isinstance(events, int) or isinstance(events, bool) or events < 0:
-                raise PatternError(f"within(events=...) needs a non-negative int, got {events!r}")
+            if not isinstance(events, int) or isinstance(events, bool) or not 0 <= events <= MAX_COUNT_WINDOW:
+                raise PatternError(
+                    f"within(events=...) needs a non-negative int, at most 2**53 ({MAX_COUNT_WINDOW}); "
+                    f"got {short_repr(events)}"
+                )
             return Within(self, float(events), "events", None)
         if not isinstance(on, Attr):
             raise PatternError("a time window needs on=<time attribute>, e.g. on=Stock.time")
@@ -177,8 +183,10 @@ class Pattern:
 
     def limit(self, n: int) -> Pattern:
         """Enumerate at most ``n`` matches per end position."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise PatternError(f"limit() needs a positive int, got {n!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LIMIT:
+            raise PatternError(
+                f"limit() needs a positive int, at most 2**63 - 1 ({MAX_LIMIT}); got {short_repr(n)}"
+            )
         return Limit(self, n)
 
 
@@ -186,11 +194,20 @@ PatternLike = Pattern | type[Event]
 
 
 def _window_amount(value: object, what: str) -> float:
-    """A window size as a non-negative float (a timedelta counts in seconds)."""
+    """A window size as a finite non-negative float (a timedelta counts in seconds)."""
     amount = value.total_seconds() if isinstance(value, timedelta) else value
-    if not isinstance(amount, int | float) or isinstance(amount, bool) or not amount >= 0:
-        raise PatternError(f"within({what}) needs a non-negative number or timedelta, got {value!r}")
-    return float(amount)
+    if not isinstance(amount, int | float) or isinstance(amount, bool) or not 0 <= amount < math.inf:
+        raise PatternError(
+            f"within({what}) needs a non-negative number or timedelta (finite, at most "
+            f"{sys.float_info.max:.4g}), got {short_repr(value)}"
+        )
+    try:
+        return float(amount)
+    except OverflowError:  # an int beyond the largest float
+        raise PatternError(
+            f"within({what}) needs a non-negative number (finite, at most {sys.float_info.max:.4g}), "
+            f"got {short_repr(value)}"
+        ) from None
 
 
 def _check_var(var: str) -> str:
@@ -211,9 +228,7 @@ def _var_name(v: object) -> str:
 
 def _bind_to_owner(pred: Expr[bool]) -> Expr[bool]:
     """Class-level attributes (``Stock.price``) read the occurrence named after the class."""
-    result: Expr[bool] = pred._map(
-        lambda a: attrs.evolve(a, var=a.owner) if a.var is None else a
-    )
+    result: Expr[bool] = pred._map(lambda a: attrs.evolve(a, var=a.owner) if a.var is None else a)
     return result
 
 
@@ -377,11 +392,17 @@ class Within(Pattern):
     unit: str
     on: str | None
 
+    def __attrs_post_init__(self) -> None:
+        # Checked here, not only in within(), so CEQL and hand-built nodes cannot carry a
+        # size that every push would then fail on.
+        check_window_size(self.size, self.unit)
+
     def children(self) -> tuple[Pattern, ...]:
         return (self.inner,)
 
     def __repr__(self) -> str:
-        n = int(self.size) if self.size == int(self.size) else self.size
+        size = float(self.size)
+        n = int(size) if size.is_integer() and abs(size) < 1e16 else size
         text = {"events": f"{n} EVENTS", "seconds": f"{n} seconds [{self.on}]"}.get(
             self.unit, f"{n} [{self.on}]"
         )
@@ -451,11 +472,57 @@ class Limit(Pattern):
     inner: Pattern
     n: int
 
+    def __attrs_post_init__(self) -> None:
+        check_limit(self.n)
+
     def children(self) -> tuple[Pattern, ...]:
         return (self.inner,)
 
     def __repr__(self) -> str:
         return f"{self.inner!r} LIMIT {self.n}"
+
+
+def check_window_size(size: object, unit: str) -> None:
+    """Raise PatternError unless ``size`` is a valid window size for ``unit``.
+
+    A count window (``unit == "events"``) is a whole number from 0 to 2**53; a time window
+    (``seconds``, or ``units`` of its attribute) a finite number ≥ 0.
+
+    Example: ``check_window_size(float("inf"), "seconds")`` raises PatternError.
+    """
+    if unit not in ("events", "seconds", "units"):
+        raise PatternError(f"window unit {unit!r} is not events, seconds or units")
+    number = size if isinstance(size, int | float) and not isinstance(size, bool) else None
+    if unit == "events":
+        if number is None or not (0 <= number <= MAX_COUNT_WINDOW and float(number).is_integer()):
+            raise PatternError(
+                f"a count window needs a whole number of events from 0 to 2**53 ({MAX_COUNT_WINDOW}), "
+                f"got {short_repr(size)}"
+            )
+    elif number is None or not 0 <= number <= sys.float_info.max:
+        raise PatternError(
+            f"a time window needs a finite size from 0 to {sys.float_info.max:.4g}, got {short_repr(size)}"
+        )
+
+
+def check_limit(n: object) -> None:
+    """Raise PatternError unless ``n`` is a valid LIMIT: an int from 1 to 2**63 - 1.
+
+    Example: ``check_limit(2**63)`` raises PatternError.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LIMIT:
+        raise PatternError(
+            f"a limit needs a whole number from 1 to 2**63 - 1 ({MAX_LIMIT}), got {short_repr(n)}"
+        )
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)``, shortened when long (a 400-digit number in an error message).
+
+    Example: ``short_repr(10**400)`` is ``'1000000000…0000000000 (401 characters)'``.
+    """
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:10]}…{text[-10:]} ({len(text)} characters)"
 
 
 # -- functions --------------------------------------------------------------------------

@@ -120,9 +120,7 @@ class EventMeta(type):
             if dtype is None:
                 continue
             if attr in fields and fields[attr] != dtype:
-                raise PatternError(
-                    f"{name}.{attr} is {dtype} but a base class declares it {fields[attr]}"
-                )
+                raise PatternError(f"{name}.{attr} is {dtype} but a base class declares it {fields[attr]}")
             fields[attr] = dtype
             ns[attr] = Field(dtype, attr)
         ns["__fields__"] = fields
@@ -221,6 +219,10 @@ class Event(metaclass=EventMeta):
         return as_pattern(cls)
 
 
+class UnknownAttributeError(PatternError, AttributeError):
+    """An attribute that the event type of an alias does not declare (``s.cost``)."""
+
+
 class Alias:
     """A named occurrence of an event type; see :func:`alias`."""
 
@@ -234,11 +236,17 @@ class Alias:
         cls = self.__dict__["_cls"]
         if name in cls.__fields__:
             return Attr(self._var, name, cls.__fields__[name], event_name(cls))
-        if name in ("where", "filter", "pattern") or not name.startswith("_"):
-            from .dsl import Atom
+        from .dsl import Atom
 
+        if not name.startswith("_") and hasattr(Atom, name):  # a pattern method: where, within, …
             return getattr(Atom(cls, self._var), name)
-        raise AttributeError(name)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        # An AttributeError (so hasattr() works) that is also a PatternError, naming the type.
+        raise UnknownAttributeError(
+            f"{self._var!r} is an occurrence of event type {event_name(cls)}, which has no "
+            f"attribute {name!r}; its attributes are {sorted(cls.__fields__)}"
+        )
 
     def __rshift__(self, other: PatternLike) -> Pattern:
         from .dsl import seq

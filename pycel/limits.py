@@ -13,3 +13,7 @@ MAX_VARIABLES = 63
 MAX_STATES = 1 << 20
 #: Pairs (T, E, U) of the MAX strategy's automaton before the pattern is refused.
 MAX_PAIRS = 1 << 16
+#: Largest ``limit(n)``: the engine keeps the per-end limit in an int64.
+MAX_LIMIT = (1 << 63) - 1
+#: Largest count window ``within(events=n)``: window sizes are float64, exact up to 2**53.
+MAX_COUNT_WINDOW = 1 << 53

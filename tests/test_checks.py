@@ -231,3 +231,49 @@ def test_non_hierarchical_correlation_is_explained() -> None:
     assert "post_filter=True" in str(err.value)
     # As a post-filter it is accepted (and checked on complete matches).
     check(split_query(pycel.seq(_r, _s, _t).where((_r.x == _s.x) & (_s.y == _t.y), post_filter=True)))
+
+
+# -- clear errors and warnings (issue 12 §7) ---------------------------------------------------
+def _class_named_t(attribute: str) -> type[Event]:
+    """A new event class named T with one int attribute."""
+    return type("T", (Event,), {"__annotations__": {attribute: Field[int]}, "__module__": __name__})
+
+
+def test_two_event_classes_with_the_same_name_are_refused_naming_both() -> None:
+    t1, t2 = _class_named_t("v"), _class_named_t("w")
+    message = (
+        "two different event classes are named 'T' in this pattern: "
+        f"{__name__}.T (attributes ['v']) and {__name__}.T (attributes ['w']); events name their "
+        "type, so pycel cannot tell them apart"
+    )
+    pattern = seq(t1.where(t1.v > 0), t2)  # type: ignore[attr-defined]
+    with pytest.raises(PatternError) as err:
+        run_check(pattern)
+    assert str(err.value).startswith(message)
+    with pytest.raises(PatternError, match="two different event classes are named 'T'"):
+        pycel.compile(pattern)
+    with pytest.raises(PatternError, match="two different event classes are named 'T'"):
+        evaluate(pattern, [{"event_type": "T", "v": 1}])
+    run_check(seq(t1, t1))  # the same class twice is fine
+
+
+def test_repeated_alias_warning_is_given_once_and_short() -> None:
+    """A long pattern with one alias repeated 300 times warns once, without quoting it whole."""
+    pattern = seq(*[A.as_("x") for _ in range(300)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_check(pattern)
+    assert len(caught) == 1 and issubclass(caught[0].category, PatternWarning)
+    text = str(caught[0].message)
+    assert text.startswith("variables ['x'] are bound on both sides of ") and "(and 298 more places)" in text
+    assert len(text) < 300
+
+
+def test_generated_negation_variables_do_not_warn() -> None:
+    """not_(T) binds a variable pycel names (not_T); repeating it is not the user's slip."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_check(seq(A, not_(B), A, not_(B), C))
+        run_check(seq(A, not_(B.where(B.x > 1)), C) & seq(A, not_(B), C))
+    with pytest.warns(PatternWarning, match=re.escape("variables ['n']")):
+        run_check(seq(A, not_(B, "n"), A, not_(B, "n"), C))  # a name the user chose still warns

@@ -238,8 +238,13 @@ def test_repr_of_the_design_example() -> None:
 # -- query clauses ------------------------------------------------------------------------
 def test_split_query() -> None:
     spec = split_query(
-        seq(Buy, Sell).within(events=5).partition_by(Stock.name).select("Buy").strategy("next")
-        .consume("partition").limit(3)
+        seq(Buy, Sell)
+        .within(events=5)
+        .partition_by(Stock.name)
+        .select("Buy")
+        .strategy("next")
+        .consume("partition")
+        .limit(3)
     )
     assert spec.body == seq(Buy, Sell)
     assert isinstance(spec.window, Within) and (spec.window.size, spec.window.unit) == (5.0, "events")
@@ -314,7 +319,11 @@ def test_clauses_only_at_the_top() -> None:
         # query clauses
         (lambda: seq(Buy, Sell).strategy("greedy"), "unknown strategy 'greedy'"),
         (lambda: seq(Buy, Sell).consume("all"), "unknown consumption policy 'all'"),
-        (lambda: seq(Buy, Sell).limit(0), "limit() needs a positive int, got 0"),
+        (lambda: seq(Buy, Sell).limit(0), "limit() needs a positive int, at most 2**63 - 1"),
+        (
+            lambda: seq(Buy, Sell).limit(2**63),
+            "at most 2**63 - 1 (9223372036854775807); got 9223372036854775808",
+        ),
         (lambda: seq(Buy, Sell).limit(2.0), "limit() needs a positive int"),
         (lambda: seq(Buy, Sell).limit(True), "limit() needs a positive int"),
     ],
@@ -330,9 +339,10 @@ def test_misuse_raises_pattern_error(build: Any, message: str) -> None:
         ({}, "exactly one of: a size, events=, seconds="),
         ({"size": 3, "events": 3}, "exactly one of"),
         ({"events": 3, "seconds": 3}, "exactly one of"),
-        ({"events": -1}, "needs a non-negative int, got -1"),
-        ({"events": 2.5}, "needs a non-negative int, got 2.5"),
-        ({"events": True}, "needs a non-negative int, got True"),
+        ({"events": -1}, "needs a non-negative int, at most 2**53 (9007199254740992); got -1"),
+        ({"events": 2.5}, "needs a non-negative int, at most 2**53 (9007199254740992); got 2.5"),
+        ({"events": True}, "; got True"),
+        ({"events": 2**63}, "at most 2**53 (9007199254740992); got 9223372036854775808"),
         ({"events": 3, "on": Stock.time}, "counts positions; it takes no on="),
         ({"size": 3}, "a time window needs on=<time attribute>"),
         ({"seconds": 3}, "a time window needs on="),
@@ -341,10 +351,22 @@ def test_misuse_raises_pattern_error(build: Any, message: str) -> None:
         ({"size": 3, "on": Stock.name}, "a str attribute is not a time"),
         ({"size": 3, "on": Stock.active}, "a bool attribute is not a time"),
         ({"size": 3, "on": Stock.ts}, "is a timestamp: give the window as seconds= or a timedelta"),
-        ({"size": -1, "on": Stock.time}, "non-negative number or timedelta, got -1"),
+        (
+            {"size": -1, "on": Stock.time},
+            "non-negative number or timedelta (finite, at most 1.798e+308), got -1",
+        ),
+        ({"seconds": float("inf"), "on": Stock.time}, "(finite, at most 1.798e+308), got inf"),
+        ({"size": float("inf"), "on": Stock.time}, "(finite, at most 1.798e+308), got inf"),
+        (
+            {"size": 10**400, "on": Stock.time},
+            "at most 1.798e+308), got 1000000000…0000000000 (401 characters)",
+        ),
         ({"seconds": timedelta(seconds=-1), "on": Stock.ts}, "non-negative number or timedelta"),
         ({"seconds": float("nan"), "on": Stock.time}, "non-negative number"),
-        ({"size": "5", "on": Stock.time}, "non-negative number or timedelta, got '5'"),
+        (
+            {"size": "5", "on": Stock.time},
+            "non-negative number or timedelta (finite, at most 1.798e+308), got '5'",
+        ),
         ({"size": datetime(2020, 1, 1), "on": Stock.time}, "non-negative number or timedelta"),
     ],
 )
@@ -361,3 +383,49 @@ def test_error_messages_are_plain_sentences() -> None:
     assert str(err.value) == "cannot compare s.price (float) with 'cheap' (str)"
     assert isinstance(err.value, TypeError)  # PatternError is also a TypeError
     assert re.search(r"\bs\.price\b", str(err.value))
+
+
+# -- clear errors (issue 12 §7) ------------------------------------------------------------
+
+
+def test_unknown_attribute_of_an_alias_names_the_type_and_its_attributes() -> None:
+    q = pycel.alias(Quote, "q")
+    with pytest.raises(PatternError) as err:
+        q.price  # noqa: B018
+    assert str(err.value) == (
+        "'q' is an occurrence of event type QUOTE, which has no attribute 'price'; its attributes are ['bid']"
+    )
+    assert isinstance(err.value, AttributeError)  # hasattr() and getattr(x, n, default) work
+    assert not hasattr(q, "price") and getattr(q, "price", None) is None
+    assert q.within(events=2) == Within(Atom(Quote, "q"), 2.0, "events", None)  # pattern methods still work
+
+
+def test_invalid_regular_expression_is_a_pattern_error() -> None:
+    with pytest.raises(PatternError, match=r"matches\('\('\): invalid regular expression: missing \)"):
+        Stock.name.matches("(")
+
+
+def test_hand_built_clauses_are_checked_too() -> None:
+    """CEQL and code that builds nodes directly get the same range checks as within()/limit()."""
+    with pytest.raises(PatternError, match="a limit needs a whole number from 1 to 2"):
+        pycel.dsl.Limit(Atom(Buy, "Buy"), 2**63)
+    with pytest.raises(PatternError, match="a count window needs a whole number of events from 0 to 2"):
+        Within(Atom(Buy, "Buy"), 2.0**63, "events", None)
+    with pytest.raises(PatternError, match="a count window needs a whole number"):
+        Within(Atom(Buy, "Buy"), 1.5, "events", None)
+    with pytest.raises(PatternError, match="a time window needs a finite size"):
+        Within(Atom(Buy, "Buy"), float("nan"), "seconds", "time")
+    with pytest.raises(PatternError, match="window unit 'days'"):
+        Within(Atom(Buy, "Buy"), 1.0, "days", "time")
+
+
+def test_largest_limit_and_windows_run_like_the_reference() -> None:
+    events = [Sell(name="A", time=0), Buy(name="A", time=5), Buy(name="A", time=9)]
+    for pattern in [
+        seq(s, b).limit(2**63 - 1),
+        seq(s, b).within(events=2**53),
+        seq(s, b).within(seconds=1e300, on=Stock.time),
+        seq(s, b).within(1.7e308, on=Stock.time),
+    ]:
+        expected = pycel.reference.evaluate(pattern, events).keys()
+        assert len(expected) == 2 and pycel.compile(pattern).run(events).keys() == expected

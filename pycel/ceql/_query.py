@@ -30,6 +30,7 @@ from ..dsl import (
     Seq,
     Strategy_,
     Within,
+    check_window_size,
 )
 from ..errors import CeqlSyntaxError, PatternError, UnsupportedError
 from ..events import Event, event_name
@@ -49,6 +50,8 @@ class CeqlWarning(UserWarning):
 MAX_FILTER_COPIES = 256
 
 _UNIT_SECONDS = {"HOURS": 3600, "MINUTES": 60, "SECONDS": 1}
+#: Nanoseconds per ``time_unit`` (pycel keeps timestamps as int64 nanoseconds).
+NS_PER_TIME_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 #: CEL binary operators: token → (precedence, builder). FILTER has precedence 1.
 _FILTER_PREC = 1
 _BINARY: dict[str, tuple[int, Callable[[Pattern, Pattern], Pattern]]] = {
@@ -59,7 +62,9 @@ _BINARY: dict[str, tuple[int, Callable[[Pattern, Pattern], Pattern]]] = {
 }
 
 
-def parse_query(text: str, types: TypesLike, *, time_attribute: str | None = None) -> Pattern:
+def parse_query(
+    text: str, types: TypesLike, *, time_attribute: str | None = None, time_unit: str = "ns"
+) -> Pattern:
     """Parse one CEQL query into the pattern AST the Python DSL builds.
 
     ``types`` maps event names to :class:`pycel.Event` subclasses: a
@@ -67,6 +72,10 @@ def parse_query(text: str, types: TypesLike, *, time_attribute: str | None = Non
     :func:`pycel.events.event_name`). ``time_attribute`` is the attribute that
     ``WITHIN 1 hours 2 minutes 3 seconds`` measures; by default the declaration's
     ``primary_time`` attribute, else the only timestamp attribute of ``types``.
+    ``time_unit`` (``s``, ``ms``, ``us`` or ``ns``) is the unit of ``n`` in ``WITHIN n
+    [t]`` when ``t`` is a timestamp (``primary_time``) attribute: the unit its integer
+    values are read in (pycel reads integers given for a timestamp as nanoseconds; the
+    command line's ``--time-unit``).
 
     Raises :class:`pycel.CeqlSyntaxError` (1-based line and column) on malformed text,
     :class:`pycel.PatternError` on unknown event types, variables or attributes, and
@@ -85,9 +94,11 @@ def parse_query(text: str, types: TypesLike, *, time_attribute: str | None = Non
     for name, cls in named.items():
         if not (isinstance(cls, type) and issubclass(cls, Event)):
             raise PatternError(f"types[{name!r}] is {cls!r}, not a pycel.Event subclass")
-    return _QueryParser(
-        text, named, types if isinstance(types, Declaration) else None, time_attribute
-    ).query()
+    if time_unit not in NS_PER_TIME_UNIT:
+        raise PatternError(f"time_unit={time_unit!r}: choose one of {sorted(NS_PER_TIME_UNIT)}")
+    parser = _QueryParser(text, named, types if isinstance(types, Declaration) else None, time_attribute)
+    parser.ns_per_unit = NS_PER_TIME_UNIT[time_unit]
+    return parser.query()
 
 
 def bound_variables(node: Pattern) -> Scope:
@@ -133,6 +144,21 @@ def type_name_conflict(node: Pattern, var: str, types: Mapping[str, type[Event]]
         f"{var!r} is an event type that is renamed with AS here; in pycel `{var} AS x` binds "
         f"only x (CORE also binds {var}); use the AS names"
     )
+
+
+def _checked_float(size: int | float, unit: str) -> float:
+    """``size`` as a float after checking its range (a huge int must not reach float())."""
+    check_window_size(size, unit)
+    return float(size)
+
+
+def sized(build: Callable[[], Pattern], clause: str, tok: Token) -> Pattern:
+    """``build()``, with an out-of-range size or limit reported at ``tok``'s line and column."""
+    try:
+        return build()
+    except (PatternError, OverflowError) as err:
+        shown = tok.text if len(tok.text) <= 24 else f"{tok.text[:10]}…{tok.text[-10:]}"
+        raise PatternError(located(f"{clause} {shown}: {err}", tok)) from None
 
 
 @attrs.define
@@ -206,6 +232,8 @@ class _QueryParser:
         self.declaration = declaration
         self.time_attribute = time_attribute
         self.allowed: set[str] | None = None  # event names of the FROM streams
+        self.from_streams: list[str] | None = None  # the FROM clause, when written
+        self.ns_per_unit = 1  # nanoseconds per unit of n in WITHIN n [timestamp attribute]
 
     # -- query -----------------------------------------------------------------------------
     def query(self) -> Pattern:
@@ -218,6 +246,9 @@ class _QueryParser:
         select = self.select_list()
         if cur.accept_keyword("FROM"):
             self.from_list()
+        for _, var_tok, stream_tok in select or ():
+            if stream_tok is not None:
+                self.check_qualifier(stream_tok, var_tok)
         cur.expect_keyword("WHERE", "FROM or WHERE")
         body = self.cel()
         clauses = ["PARTITION BY", "WITHIN", "CONSUME BY", "LIMIT"]
@@ -247,7 +278,7 @@ class _QueryParser:
             tok = cur.peek()
             if tok.kind != "number" or not isinstance(tok.value, int) or tok.value < 1:
                 raise cur.error("expected a positive integer")
-            node = Limit(node, cur.next().value)
+            node = sized(lambda: Limit(node, tok.value), "LIMIT", cur.next())
             clauses = []
         if cur.at_op(";") and cur.peek(1).kind == "eof":
             cur.next()
@@ -255,9 +286,11 @@ class _QueryParser:
             raise cur.error("expected " + ", ".join(clauses + ["the end of the query"]))
         return node
 
-    def checked_selection(self, body: Pattern, select: list[tuple[str, Token]]) -> tuple[str, ...]:
+    def checked_selection(
+        self, body: Pattern, select: list[tuple[str, Token, Token | None]]
+    ) -> tuple[str, ...]:
         bound = bound_variables(body)
-        for var, var_tok in select:
+        for var, var_tok, _ in select:
             conflict = type_name_conflict(body, var, self.types)
             if conflict is not None:
                 raise PatternError(located(f"SELECT {var}: {conflict}", var_tok))
@@ -266,20 +299,22 @@ class _QueryParser:
                     located(f"SELECT names {var!r}, which the pattern does not bind", var_tok)
                     + f"; it binds {sorted(bound)}"
                 )
-        return tuple(var for var, _ in select)
+        return tuple(var for var, _, _ in select)
 
-    def select_list(self) -> list[tuple[str, Token]] | None:
+    def select_list(self) -> list[tuple[str, Token, Token | None]] | None:
+        """The selected variables, each with its token and its stream qualifier's token."""
         cur = self.cur
         if cur.accept_op("*"):
             return None
         if cur.accept_keyword("NONE"):
             return []
-        names: list[tuple[str, Token]] = []
+        names: list[tuple[str, Token, Token | None]] = []
         while True:
             tok = cur.expect_ident("'*', NONE or a variable name")
+            stream_tok: Token | None = None
             if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
                 cur.next()
-                tok = cur.next()
+                stream_tok, tok = tok, cur.next()
             if cur.accept_op("["):  # attribute projection: CORE 0.1.6 parses and ignores it
                 while True:
                     cur.expect_ident("an attribute name")
@@ -291,15 +326,17 @@ class _QueryParser:
                     CeqlWarning,
                     stacklevel=4,
                 )
-            names.append((tok.value, tok))
+            names.append((tok.value, tok, stream_tok))
             if not cur.accept_op(","):
                 return names
 
     def from_list(self) -> None:
         cur = self.cur
         allowed: set[str] = set()
+        self.from_streams = []
         while True:
             tok = cur.expect_ident("a stream name")
+            self.from_streams.append(tok.value)
             if self.declaration is not None:
                 if tok.value not in self.declaration.streams:
                     raise PatternError(
@@ -342,14 +379,22 @@ class _QueryParser:
                 raise CeqlSyntaxError(
                     "a count window needs a whole number of events", cur.text, tok.line, tok.column
                 )
-            return Within(node, float(tok.value), "events", None)
+            count = tok.value
+            return sized(lambda: Within(node, _checked_float(count, "events"), "events", None), "WITHIN", tok)
         if cur.at_op("[", k=1):
             cur.next()
             cur.next()
-            attr = self.time_attr(cur.expect_ident("an attribute name"), seconds=False)
+            attr_tok = cur.expect_ident("an attribute name")
+            attr = self.time_attr(attr_tok)
             cur.expect_op("]")
-            return Within(node, float(tok.value), "units", attr)
-        seconds = 0.0
+            # n is in the attribute's units; a timestamp holds nanoseconds, and n counts
+            # the unit its integers are read in (exact: no conversion through seconds).
+            scale = self.ns_per_unit if self.attr_dtype(attr_tok) == "time" else 1
+            size = tok.value
+            return sized(
+                lambda: Within(node, _checked_float(size * scale, "units"), "units", attr), "WITHIN", tok
+            )
+        seconds: int | float = 0
         units: set[str] = set()
         while cur.peek().kind == "number":
             number = cur.next()
@@ -366,23 +411,38 @@ class _QueryParser:
             seconds += number.value * _UNIT_SECONDS[unit.value]
         if cur.accept_op("["):
             attr_tok = cur.expect_ident("an attribute name")
-            attr = self.time_attr(attr_tok, seconds=True)
+            attr = self.time_attr(attr_tok)
             cur.expect_op("]")
         else:
             attr = self.default_time_attr(tok)
-        return Within(node, float(seconds), "seconds", attr)
+        total = seconds
+        return sized(lambda: Within(node, _checked_float(total, "seconds"), "seconds", attr), "WITHIN", tok)
 
-    def time_attr(self, tok: Token, *, seconds: bool) -> str:
+    def attr_dtype(self, tok: Token) -> str:
+        """The one type of attribute ``tok`` in the event types (PatternError otherwise)."""
         dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
         if not dtypes:
             raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
-        allowed = ("int", "float", "time") if seconds else ("int", "float")
-        bad = sorted(dtypes - set(allowed))
-        if bad:
-            hint = "; give a timestamp window in HOURS/MINUTES/SECONDS" if bad == ["time"] else ""
+        if len(dtypes) > 1 and "time" in dtypes:
             raise PatternError(
-                located(f"WITHIN: attribute {tok.value!r} is {bad[0]}, not a number{hint}", tok)
+                located(
+                    f"WITHIN: attribute {tok.value!r} is a timestamp in some event types and "
+                    f"a {'/'.join(sorted(dtypes - {'time'}))} in others",
+                    tok,
+                )
             )
+        return "float" if len(dtypes) > 1 else next(iter(dtypes))
+
+    def time_attr(self, tok: Token) -> str:
+        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
+        if not dtypes:
+            raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
+        bad = sorted(dtypes - {"int", "float", "time"})
+        if bad:
+            raise PatternError(
+                located(f"WITHIN: attribute {tok.value!r} is {bad[0]}, not a number or time", tok)
+            )
+        self.attr_dtype(tok)
         result: str = tok.value
         return result
 
@@ -473,14 +533,7 @@ class _QueryParser:
         if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
             cur.next()
             event_tok = cur.next()
-            if self.declaration is not None:
-                members = self.declaration.streams.get(tok.value)
-                if members is None:
-                    raise PatternError(located(f"unknown stream {tok.value!r}", tok))
-                if event_tok.value not in members:
-                    raise PatternError(
-                        located(f"stream {tok.value!r} has no event type {event_tok.value!r}", event_tok)
-                    )
+            self.check_qualifier(tok, event_tok)
             tok = event_tok
         cls = self.types.get(tok.value)
         if cls is None:
@@ -491,6 +544,54 @@ class _QueryParser:
         if self.allowed is not None and tok.value not in self.allowed:
             raise PatternError(located(f"event type {tok.value!r} is not in the FROM streams", tok))
         return cls, tok.value
+
+    def check_qualifier(self, stream_tok: Token, event_tok: Token) -> None:
+        """Accept ``S>T`` only where it means what it means in CORE, else PatternError.
+
+        pycel reads one input and cannot tell which stream an event came from, so a
+        qualifier is honoured only when it changes nothing: S is a stream the query reads
+        (its FROM stream, or a declared one when FROM is absent), and T is declared in no
+        other stream the query reads. Without a declaration, S must be the single FROM stream.
+        """
+        stream, event = stream_tok.value, event_tok.value
+        written = f"{stream}>{event}"
+        if self.declaration is None:
+            if self.from_streams != [stream]:
+                raise PatternError(
+                    located(
+                        f"stream qualifier {written}: pycel reads a single stream and, without a "
+                        "declaration, accepts a qualifier only when it names the one FROM stream "
+                        f"(FROM {stream})",
+                        stream_tok,
+                    )
+                )
+            return
+        streams = self.declaration.streams
+        if stream not in streams:
+            raise PatternError(
+                located(f"unknown stream {stream!r}", stream_tok) + f"; declared streams: {sorted(streams)}"
+            )
+        if event not in streams[stream]:
+            raise PatternError(located(f"stream {stream!r} has no event type {event!r}", event_tok))
+        read = self.from_streams if self.from_streams is not None else list(streams)
+        if stream not in read:
+            raise PatternError(
+                located(
+                    f"stream qualifier {written}: stream {stream!r} is not in FROM {', '.join(read)}",
+                    stream_tok,
+                )
+            )
+        others = sorted({s for s in read if s != stream and event in streams[s]})
+        if others:
+            raise PatternError(
+                located(
+                    f"stream qualifier {written}: event type {event!r} is also declared in "
+                    f"{', '.join(others)}, which this query reads too; pycel reads all of them as "
+                    "one input and cannot tell which stream an event came from, so it would not "
+                    f"honour the qualifier. Read one stream (FROM {stream}) or drop the qualifier",
+                    stream_tok,
+                )
+            )
 
     def negated_atom(self) -> Pattern:
         """``NOT(T [FILTER …])`` [``AS x``]: one event that is not such a T."""
@@ -545,7 +646,8 @@ class _QueryParser:
         tok = cur.expect_ident("a variable name (FILTER x[predicate])")
         if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
             cur.next()
-            tok = cur.next()
+            stream_tok, tok = tok, cur.next()
+            self.check_qualifier(stream_tok, tok)
         var: str = tok.value
         scope = bound_variables(node)
         if negated and var not in scope:
