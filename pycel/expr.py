@@ -205,7 +205,10 @@ class Expr(Generic[T_co]):
     def matches(self: Expr[str], regex: str) -> Expr[bool]:
         """True when the whole string matches the regular expression ``regex``."""
         _require_str(self, "matches()", regex)
-        re.compile(regex)
+        try:
+            re.compile(regex)
+        except re.error as err:
+            raise PatternError(f"matches({regex!r}): invalid regular expression: {err}") from None
         return Like(self, regex, regex=True)
 
 
