@@ -23,7 +23,8 @@ The fenced blocks of each document are checked by their language:
 - ``text``: output samples, diagrams, grammars; not checked.
 
 Links: every relative link resolves to a file of the repository (and its anchor to a
-heading), and no document refers to files outside the repository.
+heading), every repository path a document names in backquotes exists, and no document
+refers to files outside the repository.
 """
 
 from __future__ import annotations
@@ -307,6 +308,8 @@ def _is_declaration(text: str) -> bool:
 
 # -- links -------------------------------------------------------------------------------
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+PATH = re.compile(r"`((?:pycel|tests|benchmarks|examples|scripts|docs)/[\w./-]*?)(?:::\w+)?`")
+CREATED = {"benchmarks/.venv-core"}  # made by the first benchmark run
 
 
 def _anchors(path: Path) -> set[str]:
@@ -335,3 +338,5 @@ def test_links_stay_inside_the_repository(doc: str) -> None:
         assert resolved.exists(), f"{doc}: {target} does not exist"
         if anchor and resolved.suffix == ".md":
             assert anchor in _anchors(resolved), f"{doc}: no heading for #{anchor} in {file or doc}"
+    for named in PATH.findall(text):
+        assert named in CREATED or (ROOT / named).exists(), f"{doc} names {named}, which does not exist"
