@@ -33,7 +33,7 @@ from .determinize import Dfa
 from .errors import DataError, UnsupportedError
 from .events import Event, event_name
 from .hcq import HcqPlan, plan_hcq, transition_arrays
-from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
+from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, check_input_columns, time_values, to_batch
 from .jit.dedupe import unique_matches
 from .jit.last import run_batch_last
 from .jit.maximal import new_pair_arena, run_batch_max
@@ -48,7 +48,7 @@ from .matches import Matches, take
 from .maximal import MaxDfa
 from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
 from .postfilter import apply as apply_post_filters
-from .predicates import ClassTable, atom_bits
+from .predicates import ClassTable, atom_bits, columns_read_by
 from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
@@ -242,6 +242,7 @@ class Stream:
         )
         if isinstance(data, EventBatch) and data.offset != self.offset:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
+        check_input_columns(batch, columns_read_by(self.query))
         gpos = self._check_positions(positions, len(batch))
         lows, tail = self._window_starts(batch, gpos)
         q = self.query

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from .errors import PatternError
+from .errors import DataError, PatternError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -32,12 +32,16 @@ DTYPES: dict[str, tuple[type, ...]] = {
     "time": (datetime,),
 }
 _NUMERIC = ("bool", "int", "float")
+#: int attributes and integer arithmetic are 64-bit signed (docs/data.md).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def dtype_of_value(value: object) -> str:
     """The pycel dtype of a Python constant (``3`` → ``"int"``)."""
     for name in ("bool", "int", "float", "str", "time"):
         if type(value) in DTYPES[name] or (name == "time" and isinstance(value, datetime)):
+            if name == "int" and not INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
+                raise PatternError(f"integer constant {value} is outside the 64-bit range of int attributes")
             return name
     raise PatternError(f"unsupported constant {value!r} of type {type(value).__name__}")
 
@@ -457,7 +461,7 @@ _ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b if b != 0 else None,
+    "/": lambda a, b: float(a) / float(b) if b != 0 else None,  # both to float64 first
     "%": lambda a, b: a % b if b != 0 else None,
 }
 
@@ -487,7 +491,10 @@ def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> An
         return _scalar_const(e.value)
     if isinstance(e, Arith):
         a, b = eval_scalar(e.left, env), eval_scalar(e.right, env)
-        return None if a is None or b is None else _ARITH[e.op](a, b)
+        value = None if a is None or b is None else _ARITH[e.op](a, b)
+        if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            raise DataError(f"integer arithmetic leaves the 64-bit range: {e!r} = {value}")
+        return value
     if isinstance(e, Compare):
         a, b = eval_scalar(e.left, env), eval_scalar(e.right, env)
         return None if a is None or b is None else _CMP[e.op](a, b)

@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from .errors import DataError
 from .events import Event, event_name
+from .expr import INT64_MAX, INT64_MIN
 
 DEFAULT_TYPE_COLUMN = "event_type"
 _NUMPY_DTYPE = {"bool": np.bool_, "int": np.int64, "float": np.float64, "str": np.int32, "time": np.int64}
@@ -39,6 +40,12 @@ def all_event_types() -> dict[str, list[type[Event]]]:
         found.setdefault(event_name(cls), []).append(cls)
         todo.extend(cls.__subclasses__())
     return found
+
+
+def declared_attributes() -> set[str]:
+    """The attributes some Event subclass defined so far declares (a column or key outside
+    them is an error, whatever the rows' types)."""
+    return {f for ts in all_event_types().values() for t in ts for f in t.__fields__}
 
 
 @attrs.define
@@ -130,7 +137,9 @@ class EventBatch:
     position ``offset + k``; ``valid[attr][k]`` is False where the value is null.
 
     Strings are dictionary codes into ``schema.strings``; timestamps are int64 nanoseconds
-    since the epoch (UTC).
+    since the epoch (UTC). ``input_columns``: the attributes a columnar input (DataFrame,
+    Arrow, CSV, Parquet) had as columns, so a query can tell an absent column from nulls;
+    None for rows (Event instances, dicts), where a left-out key is a null.
     """
 
     schema: Schema
@@ -138,6 +147,7 @@ class EventBatch:
     type_ids: npt.NDArray[np.int32]
     columns: dict[str, np.ndarray[Any, Any]]
     valid: dict[str, npt.NDArray[np.bool_]]
+    input_columns: frozenset[str] | None = None
 
     def __len__(self) -> int:
         return len(self.type_ids)
@@ -194,22 +204,59 @@ def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) 
     if dtype == "str":
         return value
     if dtype == "time" and isinstance(value, datetime):
-        if value.tzinfo is None:
+        if value.tzinfo is None:  # a time without an offset is UTC
             value = value.replace(tzinfo=UTC)
         delta = value - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-    return int(value) if dtype in ("int", "time") else value
+        value = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+        if not INT64_MIN <= value <= INT64_MAX:
+            message = f"time {value} ns after the epoch is outside the 64-bit range"
+            raise DataError(message, row=row, column=column)
+        return value
+    if dtype in ("int", "time"):
+        problem = int_problem(value, dtype)
+        if problem is not None:
+            raise DataError(problem, row=row, column=column)
+        return int(value)
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            message = f"expected float, got {shown_number(value)}: too large for a 64-bit float"
+            raise DataError(message, row=row, column=column) from None
+    return value
+
+
+def shown_number(value: int | float) -> str:
+    """``repr(value)``, shortened for huge ints (an error message need not hold 400 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:12]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
+
+
+def int_problem(value: int | float, dtype: str = "int") -> str | None:
+    """Why ``value`` is not a valid ``dtype`` ("int", or "time" as an integer): ints are
+    64-bit signed; a float must be integral and in range. None when it is valid."""
+    shown = f"expected {dtype}, got {shown_number(value)} ({type(value).__name__})"
+    if isinstance(value, float) and not value.is_integer():
+        return shown
+    if not INT64_MIN <= value <= INT64_MAX:
+        return f"{shown}: outside the 64-bit range [-2**63, 2**63 - 1]"
+    return None
 
 
 def _records(
     data: Any, type_column: str, classes: list[type[Event] | None]
-) -> tuple[list[str], Iterable[Mapping[str, Any]], Sequence[str] | None]:
-    """(event type names, attribute mappings, columns) of a row-oriented input; the class
-    of each Event instance (None for a dict) is appended to ``classes``."""
-    rows = list(data)
+) -> tuple[list[str], list[Mapping[str, Any]]]:
+    """(event type names, attribute mappings) of a row-oriented input; the class of each
+    Event instance (None for a dict) is appended to ``classes``."""
+    if data is None or isinstance(data, (str, bytes, Mapping, Event)) or not isinstance(data, Iterable):
+        raise DataError(
+            f"expected events: a list (or any iterable) of Event instances or dicts, a pandas "
+            f"DataFrame or an Arrow table; got {type(data).__name__}"
+            + (" (wrap a single event in a list)" if isinstance(data, (Mapping, Event)) else "")
+        )
     names: list[str] = []
     values: list[Mapping[str, Any]] = []
-    for k, item in enumerate(rows):
+    for k, item in enumerate(data):
         classes.append(type(item) if isinstance(item, Event) else None)
         if isinstance(item, Event):
             names.append(event_name(type(item)))
@@ -221,27 +268,7 @@ def _records(
             values.append({a: v for a, v in item.items() if a != type_column})
         else:
             raise DataError(f"expected an Event or a dict, got {type(item).__name__}", row=k)
-    return names, values, None
-
-
-def _frame_records(
-    frame: Any, type_column: str
-) -> tuple[list[str], Iterable[Mapping[str, Any]], Sequence[str] | None]:
-    """The same for a pandas DataFrame or an Arrow table (columns → per-row mappings)."""
-    if hasattr(frame, "to_pydict"):  # pyarrow.Table / RecordBatch
-        cols: dict[str, list[Any]] = frame.to_pydict()
-    else:
-        cols = {str(c): frame[c].tolist() for c in frame.columns}
-    if type_column not in cols:
-        raise DataError(f"missing the event type column {type_column!r}; columns: {list(cols)}")
-    names = [str(n) for n in cols.pop(type_column)]
-    attr_names = list(cols)
-    values: list[Mapping[str, Any]] = (
-        [dict(zip(attr_names, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
-        if attr_names
-        else [{} for _ in names]
-    )
-    return names, values, attr_names
+    return names, values
 
 
 def to_batch(
@@ -255,25 +282,17 @@ def to_batch(
 
     ``data``: a list of Event instances, a list of dicts holding ``type_column``, a pandas
     DataFrame or an Arrow table with a ``type_column`` column. The schema is only changed
-    (new types, new strings) when the whole input is valid.
+    (new types, new strings) when the whole input is valid. Anything else is a
+    :class:`DataError` saying what is accepted.
     """
     classes: list[type[Event] | None] = []
     if hasattr(data, "to_pydict") or hasattr(data, "columns") and hasattr(data, "iloc"):
         from .frames import frame_to_batch  # columnar fast path
 
         return frame_to_batch(data, schema, type_column=type_column, offset=offset)
-    names, values, columns = _records(data, type_column, classes)
+    names, values = _records(data, type_column, classes)
     trial = schema.copy()
-    if columns is not None:
-        for c in columns:
-            known = (c in t.__fields__ for ts in all_event_types().values() for t in ts)
-            if c not in trial.fields and not any(known):
-                filled = [k for k, vals in enumerate(values) if _check_null(vals.get(c)) is not None]
-                raise DataError(
-                    f"unknown attribute {c!r}: no event type declares it",
-                    row=filled[0] if filled else None,
-                    column=c,
-                )
+    declared_anywhere: set[str] | None = None  # computed on the first key a row's type lacks
     n = len(names)
     type_ids = np.empty(n, dtype=np.int32)
     cells: dict[str, list[Any]] = {}
@@ -293,8 +312,13 @@ def to_batch(
         declared = trial.type_fields[tid]
         for attr, value in vals.items():
             if attr not in declared:
-                if columns is None and value is not None:
+                if _check_null(value) is not None:
                     raise DataError(f"event type {name} has no attribute {attr!r}", row=k, column=attr)
+                if declared_anywhere is None:
+                    declared_anywhere = declared_attributes()
+                if attr not in trial.fields and attr not in declared_anywhere:
+                    message = f"unknown attribute {attr!r}: no event type declares it"
+                    raise DataError(message, row=k, column=attr)
                 continue
             cells.setdefault(attr, [None] * n)[k] = _check_value(value, declared[attr], k, attr, trial)
     out_cols: dict[str, np.ndarray[Any, Any]] = {}
@@ -313,6 +337,20 @@ def to_batch(
     for field in attrs.fields(Schema):
         setattr(schema, field.name, getattr(trial, field.name))
     return EventBatch(schema, offset, type_ids, out_cols, valid)
+
+
+def check_input_columns(batch: EventBatch, reads: Mapping[str, str]) -> None:
+    """A columnar input must have a column for every attribute the query reads (a missing
+    column is not a column of nulls: it is usually a typo or the wrong file)."""
+    given = batch.input_columns
+    if given is None:
+        return
+    for name, where in reads.items():
+        if name not in given:
+            raise DataError(
+                f"the data has no column {name!r}, which {where} reads; columns: {sorted(given)}",
+                column=name,
+            )
 
 
 def _show_time(value: Any, dtype: str | None) -> str:

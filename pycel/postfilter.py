@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -30,11 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .dsl import As, Atom, Filter, NotAtom, Pattern, Plus
-from .errors import UnsupportedError
+from .errors import DataError, UnsupportedError
 from .expr import Attr, Expr, conjuncts
 from .ingest import EventBatch, Schema
 from .matches import Matches, take
-from .predicates import truth
+from .predicates import Overflows, truth
 
 Ints = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -214,16 +215,27 @@ class PostFilters:
         names = tuple(sorted({name for cols in columns for _, name in cols}))
         return cls(parts, renamed, variables, columns, names)
 
-    def keep(self, m: Matches, tail: Tail, schema: Schema) -> Mask:
-        """Which matches satisfy every conjunct ("for all" bound combinations)."""
+    def keep(
+        self, m: Matches, tail: Tail, schema: Schema, row_of: Callable[[int], int] | None = None
+    ) -> Mask:
+        """Which matches satisfy every conjunct ("for all" bound combinations).
+
+        Integer arithmetic leaving int64 on a combination of a match raises a
+        :class:`DataError` at the first such match's end (``row_of``: end position → the
+        row to name, by default the position itself).
+        """
         n = len(m.starts)
         keep = np.ones(n, dtype=np.bool_)
         if n == 0:
             return keep
+        overflowed = np.zeros(n, dtype=np.bool_)
+        culprit: dict[int, Expr[bool]] = {}
         counts = np.diff(m.offsets)
         match_of_entry = np.repeat(np.arange(n, dtype=np.int64), counts)
         var_index = {v: k for k, v in enumerate(m.variables)}
-        for renamed, variables, columns in zip(self.renamed, self.variables, self.columns, strict=True):
+        for original, renamed, variables, columns in zip(
+            self.conjuncts, self.renamed, self.variables, self.columns, strict=True
+        ):
             if any(v not in var_index for v in variables):
                 continue  # a variable no match binds: the conjunct holds vacuously
             # Per variable: its entries (grouped by match), count and first entry per match.
@@ -254,10 +266,23 @@ class PostFilters:
             fields = {**schema.fields, **{_column(v, a): schema.fields.get(a, "int") for v, a in columns}}
             synthetic = Schema(fields=fields, strings=schema.strings, string_codes=schema.string_codes)
             batch = EventBatch(synthetic, 0, np.zeros(total, dtype=np.int32), cols, valid)
-            holds = truth(renamed, batch)[0]
+            log = Overflows()
+            holds = truth(renamed, batch, log)[0]
+            for bad, _ in log.found:
+                for k in np.unique(combo_match[bad]).tolist():
+                    culprit.setdefault(k, original)
+                overflowed[combo_match[bad]] = True
             failed = np.zeros(n, dtype=np.bool_)
             failed[combo_match[~holds]] = True
             keep &= ~failed
+        if overflowed.any():
+            earliest = int(np.flatnonzero(overflowed)[np.argmin(m.ends[overflowed])])
+            end = int(m.ends[earliest])
+            raise DataError(
+                f"integer arithmetic leaves the 64-bit range in post-filter {culprit[earliest]!r} "
+                "(match ending at this row)",
+                row=row_of(end) if row_of is not None else end,
+            )
         return keep
 
 
@@ -313,5 +338,8 @@ def apply(
     the same positions.
     """
     tail = tail.extended(batch, batch_positions, post.attributes)
-    kept = take(matches, post.keep(matches, tail, schema))
+    def row_of(end: int) -> int:  # the end event is one of this batch's
+        return int(np.searchsorted(batch_positions, end))
+
+    kept = take(matches, post.keep(matches, tail, schema, row_of))
     return project(kept, projection_mask), tail.trimmed(keep_from)

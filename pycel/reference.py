@@ -21,8 +21,15 @@ from typing import Any
 from .checks import check, event_types
 from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from .errors import DataError
-from .expr import Expr, conjuncts, eval_scalar
-from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, time_values, to_batch
+from .expr import Attr, Expr, conjuncts, eval_scalar
+from .ingest import (
+    DEFAULT_TYPE_COLUMN,
+    EventBatch,
+    Schema,
+    check_input_columns,
+    time_values,
+    to_batch,
+)
 from .matches import Match, Matches
 from .query import QuerySpec, split_query
 
@@ -52,17 +59,102 @@ class _Stream:
         return self.next_of.get(end) == start if contiguous else end < start
 
 
-def _holds(pred: Expr[bool], v: Valuation, stream: _Stream) -> bool:
+def _holds(pred: Expr[bool], v: Valuation, stream: _Stream, post: bool = False) -> bool:
     """Each conjunct of ``pred`` holds for every combination of events bound to the
-    variables it reads (so ``s[P] AND b[Q]`` checks s and b separately, CEL's FILTER)."""
+    variables it reads (so ``s[P] AND b[Q]`` checks s and b separately, CEL's FILTER).
+
+    A post-filter whose integer arithmetic leaves int64 keeps the valuation: that is an
+    error only if a complete match includes it (:func:`_check_post_filters`). Unary
+    filters were checked on every event before (:func:`_check_overflow`).
+    """
+    if post:
+        try:
+            return _holds(pred, v, stream)
+        except DataError:
+            return True
     for part in conjuncts(pred):
-        combos: list[dict[str | None, dict[str, Any]]] = [{}]
-        for var in part.variables():
-            bound = [p for x, p in v if x == var]
-            combos = [{**c, var: stream.events[p][1]} for c in combos for p in bound]
-        if not all(eval_scalar(part, env) is True for env in combos):
+        if not all(eval_scalar(part, env) is True for env in _combinations(part, v, stream)):
             return False
     return True
+
+
+def _combinations(part: Expr[bool], v: Valuation, stream: _Stream) -> list[dict[str | None, dict[str, Any]]]:
+    """Every assignment of the events ``v`` binds to the variables ``part`` reads."""
+    combos: list[dict[str | None, dict[str, Any]]] = [{}]
+    for var in part.variables():
+        bound = [p for x, p in v if x == var]
+        combos = [{**c, var: stream.events[p][1]} for c in combos for p in bound]
+    return combos
+
+
+def _scoped_predicates(
+    node: Pattern, labels: frozenset[str], pending: tuple[Expr[bool], ...]
+) -> list[tuple[Expr[bool], str | None]]:
+    """The unary filters evaluated per event, each with the event type it is evaluated on
+    (None: every event). As in the engine, a filter belongs to the atoms under it that
+    carry its variable (a negated atom reads events of any type), and a negated atom's own
+    predicate to the events of its type."""
+    if isinstance(node, (Atom, NotAtom)):
+        own = labels | {node.var}
+        name = _type_name(node.event)
+        found: list[tuple[Expr[bool], str | None]] = [
+            (p, None if isinstance(node, NotAtom) else name) for p in pending if p.variables() <= own
+        ]
+        if isinstance(node, NotAtom) and node.predicate is not None:
+            found.append((node.predicate, name))
+        return found
+    if isinstance(node, As):
+        labels = labels | {node.var}
+    if isinstance(node, Filter) and not node.post_filter:
+        pending = pending + tuple(p for p in conjuncts(node.predicate) if len(p.variables()) <= 1)
+    return [f for child in node.children() for f in _scoped_predicates(child, labels, pending)]
+
+
+def _overflow(message: str, row: int, e: Expr[Any]) -> DataError:
+    names = sorted({a.name for a in _attributes(e)})
+    return DataError(message, row=row, column=names[0] if len(names) == 1 else None)
+
+
+def _attributes(e: Expr[Any]) -> list[Attr[Any]]:
+    if isinstance(e, Attr):
+        return [e]
+    return [a for c in e.children() for a in _attributes(c)]
+
+
+def _check_overflow(body: Pattern, batch: EventBatch) -> None:
+    """Integer arithmetic is exact or an error: a unary filter whose arithmetic leaves
+    int64 on an event it is evaluated on raises a DataError naming the first such event."""
+    scoped = _scoped_predicates(body, frozenset(), ())
+    if not scoped:
+        return
+    supertypes = batch.schema.supertypes
+    for k in range(len(batch)):
+        types = supertypes[int(batch.type_ids[k])]
+        values = batch.row(k)[1]
+        for pred, type_name in scoped:
+            if type_name is not None and type_name not in types:
+                continue
+            try:
+                eval_scalar(pred, dict.fromkeys(pred.variables(), values))
+            except DataError as err:
+                raise _overflow(str(err), batch.offset + k, pred) from None
+
+
+def _check_post_filters(parts: Sequence[Expr[bool]], v: Valuation, stream: _Stream, end: int) -> None:
+    """A post-filter's integer arithmetic leaving int64 on a combination of a complete
+    match is a DataError naming the match's end (the engine checks them there)."""
+    for part in parts:
+        for env in _combinations(part, v, stream):
+            try:
+                eval_scalar(part, env)
+            except DataError as err:
+                message = f"{err} (post-filter {part!r}, match ending at this row)"
+                raise _overflow(message, end, part) from None
+
+
+def _post_filters(node: Pattern) -> list[Expr[bool]]:
+    own = conjuncts(node.predicate) if isinstance(node, Filter) and node.post_filter else []
+    return own + [p for c in node.children() for p in _post_filters(c)]
 
 
 def _guard(result: set[Valuation]) -> set[Valuation]:
@@ -104,7 +196,8 @@ def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
     if isinstance(node, As):
         return {v | {(node.var, p) for p in _positions(v)} for v in _denote(node.inner, stream)}
     if isinstance(node, Filter):
-        return {v for v in _denote(node.inner, stream) if _holds(node.predicate, v, stream)}
+        post = node.post_filter
+        return {v for v in _denote(node.inner, stream) if _holds(node.predicate, v, stream, post)}
     raise TypeError(f"the reference evaluator does not know {node!r}")
 
 
@@ -152,6 +245,36 @@ def _in_window(spec: QuerySpec, v: Valuation, times: dict[int, Any], scale: int)
     return bool(times[end] - times[start] <= window.size * scale)
 
 
+def columns_read(spec: QuerySpec) -> dict[str, str]:
+    """The attributes a query reads, each with the first part of the query that reads it
+    (the window's time, PARTITION BY, a filter, a correlation, a post-filter).
+
+    Example: ``columns_read(split_query(b.where(b.price > 3).within(5, on=B.time)))``
+    is ``{"time": "the window's time attribute", "price": "the filter b.price > 3"}``.
+    """
+    reads: dict[str, str] = {}
+    if spec.window is not None and spec.window.on is not None:
+        reads[spec.window.on] = "the window's time attribute"
+    for key in spec.partition:
+        reads.setdefault(key, "PARTITION BY")
+    todo = [spec.body]
+    while todo:
+        node = todo.pop(0)
+        todo.extend(node.children())
+        if isinstance(node, Filter):
+            parts = [(p, "post-filter" if node.post_filter else "filter") for p in conjuncts(node.predicate)]
+        elif isinstance(node, NotAtom) and node.predicate is not None:
+            parts = [(node.predicate, "filter of a negated event")]
+        else:
+            continue
+        for pred, what in parts:
+            if what == "filter" and len(pred.variables()) > 1:
+                what = "correlation"
+            for name in sorted({a.name for a in _attributes(pred)}):
+                reads.setdefault(name, f"the {what} {pred!r}")
+    return reads
+
+
 def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     n = len(batch)
     positions = range(batch.offset, batch.offset + n)
@@ -162,6 +285,8 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
         times = {batch.offset + k: column[k] for k in range(n)}
         if spec.window.unit == "seconds" and batch.schema.fields[spec.window.on] == "time":
             scale = 1_000_000_000  # timestamps are nanoseconds
+    _check_overflow(spec.body, batch)
+    post_parts = _post_filters(spec.body)
     # Partitions: sub-streams of equal, non-null key values (one stream when unpartitioned).
     groups: dict[tuple[Any, ...], list[int]] = {}
     for p in positions:
@@ -185,6 +310,8 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
             candidates = [v for v in candidates if min(_positions(v)) > barrier.get(scope, -1)]
         chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
         chosen = [v for v in chosen if _in_window(spec, v, times, scale)]
+        for v in chosen:
+            _check_post_filters(post_parts, v, streams[key], end)
         if spec.consume != "none" and chosen:
             barrier[scope] = end
         found = {_to_match(spec, v) for v in chosen}
@@ -218,6 +345,7 @@ def evaluate(pattern: object, events: Any, *, type_column: str = DEFAULT_TYPE_CO
     check(spec)
     schema = Schema.for_types(event_types(spec.body))
     batch = events if isinstance(events, EventBatch) else to_batch(events, schema, type_column=type_column)
+    check_input_columns(batch, columns_read(spec))
     if isinstance(events, EventBatch) and events.offset != 0:
         raise DataError("the reference evaluator takes a whole stream (offset 0)")
     matches = Matches.from_list(_evaluate_spec(spec, batch))

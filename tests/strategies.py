@@ -345,3 +345,130 @@ def cases(
     pattern = draw(patterns(types, max_depth, features))
     length = max_len_with_plus if kleene_count(pattern) else max_len
     return pattern, draw(streams(types, length, nulls=nulls))
+
+
+# -- numbers at the edges of int64 and float64 ------------------------------------------------
+#: int values where wrapping, float rounding or overflow would show (docs/data.md).
+INT_EDGES = (0, 1, -1, 3, 2**31, 2**32, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -(2**63), -(2**63) + 1)
+FLOAT_EDGES = (
+    0.0, -0.0, 0.5, 3.0, 2.0**31, 2.0**53, 2.0**63, -(2.0**63), 1e19, -1e19, float("inf"), float("nan"),
+)
+ARITH_OPS = ("+", "-", "*", "/", "%")
+COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class Num(Event):
+    """The base of the number cases' event types: an int ``n``, a float ``f``, a time."""
+
+    n: Field[int]
+    f: Field[float]
+    time: Field[int]
+
+
+class N0(Num): ...
+
+
+class N1(Num): ...
+
+
+NUM_TYPES = (N0, N1)
+
+
+@st.composite
+def number_streams(draw: st.DrawFn, max_len: int = 10) -> list[Num]:
+    """Events of N0/N1 whose ``n`` and ``f`` are edge values (or missing: null)."""
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(NUM_TYPES),
+                st.sampled_from((*INT_EDGES, None)),
+                st.sampled_from((*FLOAT_EDGES, None)),
+            ),
+            min_size=1,
+            max_size=max_len,
+        )
+    )
+    events: list[Num] = []
+    for k, (cls, n, f) in enumerate(rows):
+        values: dict[str, Any] = {"time": k}
+        if n is not None:
+            values["n"] = n
+        if f is not None:
+            values["f"] = f
+        events.append(cls(**values))
+    return events
+
+
+@st.composite
+def number_expressions(draw: st.DrawFn, occurrences: Sequence[Any], depth: int = 2) -> Expr[float]:
+    """Arithmetic over the ``n`` and ``f`` of ``occurrences`` (aliases) and edge constants:
+    ``+ - * / %`` and unary minus, nested up to ``depth``."""
+    from pycel.expr import Arith, Const
+
+    if depth > 0 and draw(st.integers(0, 2)) == 0:
+        if draw(st.integers(0, 4)) == 0:
+            return -draw(number_expressions(occurrences, depth - 1))
+        op = draw(st.sampled_from(ARITH_OPS))
+        left = draw(number_expressions(occurrences, depth - 1))
+        right = draw(number_expressions(occurrences, depth - 1))
+        return Arith.build(op, left, right)
+    a = draw(st.sampled_from(list(occurrences)))
+    leaves: list[Expr[float]] = [
+        a.n,
+        a.n,
+        a.f,
+        Const(draw(st.sampled_from(INT_EDGES))),
+        Const(draw(st.sampled_from(FLOAT_EDGES))),
+    ]
+    return draw(st.sampled_from(leaves))
+
+
+@st.composite
+def number_predicates(draw: st.DrawFn, occurrences: Sequence[Any], depth: int = 1) -> Expr[bool]:
+    """Comparisons of :func:`number_expressions`, ``isin`` with edge values, ``& | ~``."""
+    from pycel.expr import Compare
+
+    if depth > 0 and draw(st.integers(0, 3)) == 0:
+        left = draw(number_predicates(occurrences, depth - 1))
+        kind = draw(st.sampled_from(["and", "or", "not"]))
+        if kind == "not":
+            return ~left
+        right = draw(number_predicates(occurrences, depth - 1))
+        return left & right if kind == "and" else left | right
+    if draw(st.integers(0, 5)) == 0:
+        a = draw(st.sampled_from(list(occurrences)))
+        edges = st.sampled_from(INT_EDGES + FLOAT_EDGES)
+        return a.n.isin(draw(st.lists(edges, min_size=1, max_size=3)))  # type: ignore[no-any-return]
+    op = draw(st.sampled_from(COMPARE_OPS))
+    return Compare.build(op, draw(number_expressions(occurrences)), draw(number_expressions(occurrences)))
+
+
+@st.composite
+def number_cases(draw: st.DrawFn, max_len: int = 10) -> tuple[Pattern, list[Num]]:
+    """A pattern of 1-3 occurrences of N0/N1 (sequence or OR), with number filters on
+    some, maybe a negated atom with one, maybe a post-filter over two occurrences, maybe
+    a count window; and a :func:`number_streams` stream."""
+    count = draw(st.integers(1, 3))
+    occurrences = [pycel.alias(draw(st.sampled_from(NUM_TYPES)), f"a{k}") for k in range(count)]
+    parts: list[Pattern] = []
+    for a in occurrences:
+        part: Pattern = a.pattern()
+        if draw(st.booleans()):
+            part = part.where(draw(number_predicates([a])))
+        parts.append(part)
+    body = parts[0]
+    sequential = True
+    for part in parts[1:]:
+        if draw(st.integers(0, 3)) == 0:
+            body, sequential = body | part, False
+        else:
+            if draw(st.integers(0, 4)) == 0:
+                name = f"x{len(parts)}"
+                neg = pycel.alias(draw(st.sampled_from(NUM_TYPES)), name)
+                body = pycel.seq(body, pycel.not_(neg.where(draw(number_predicates([neg], 0))), name))
+            body = pycel.seq(body, part)
+    if sequential and count >= 2 and draw(st.integers(0, 2)) == 0:
+        body = body.where(draw(number_predicates(occurrences[:2], 0)), post_filter=True)
+    if draw(st.booleans()):
+        body = body.within(events=draw(st.integers(0, 4)))
+    return body, draw(number_streams(max_len))
