@@ -1009,7 +1009,11 @@ def test_window_on_a_timestamp_attribute_counts_the_time_unit() -> None:
     """n is in the unit the attribute's integers are read in (nanoseconds by default), kept
     exact as a window of n × (ns per unit) nanoseconds on the attribute."""
     text = "SELECT * FROM S WHERE A ; B WITHIN 3 [t]"
-    assert q(text, TIMED) == Within(Seq(Atom(TIMED["A"], "A"), Atom(TIMED["B"], "B")), 3.0, "units", "t")
+    body = Seq(Atom(TIMED["A"], "A"), Atom(TIMED["B"], "B"))
+    assert q(text, TIMED, time_unit="ns") == Within(body, 3.0, "units", "t")
+    # Without a unit n would be read in one the data may not use: refused, with the position.
+    with pytest.raises(PatternError, match=r"'t' is a timestamp, so n needs a unit.*\(line 1, column 39\)"):
+        q(text, TIMED)
     for unit, ns in [("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1)]:
         p = q(text, TIMED, time_unit=unit)
         assert isinstance(p, Within) and (p.size, p.unit, p.on) == (3 * ns, "units", "t")

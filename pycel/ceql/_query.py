@@ -63,7 +63,7 @@ _BINARY: dict[str, tuple[int, Callable[[Pattern, Pattern], Pattern]]] = {
 
 
 def parse_query(
-    text: str, types: TypesLike, *, time_attribute: str | None = None, time_unit: str = "ns"
+    text: str, types: TypesLike, *, time_attribute: str | None = None, time_unit: str | None = None
 ) -> Pattern:
     """Parse one CEQL query into the pattern AST the Python DSL builds.
 
@@ -74,8 +74,9 @@ def parse_query(
     ``primary_time`` attribute, else the only timestamp attribute of ``types``.
     ``time_unit`` (``s``, ``ms``, ``us`` or ``ns``) is the unit of ``n`` in ``WITHIN n
     [t]`` when ``t`` is a timestamp (``primary_time``) attribute: the unit its integer
-    values are read in (pycel reads integers given for a timestamp as nanoseconds; the
-    command line's ``--time-unit``).
+    values are read in (``"ns"`` for integers given to pycel's Python API; the command
+    line's ``--time-unit``). Such a window without ``time_unit`` is a PatternError, so that
+    ``n`` is never read in a unit the data does not use.
 
     Raises :class:`pycel.CeqlSyntaxError` (1-based line and column) on malformed text,
     :class:`pycel.PatternError` on unknown event types, variables or attributes, and
@@ -94,10 +95,10 @@ def parse_query(
     for name, cls in named.items():
         if not (isinstance(cls, type) and issubclass(cls, Event)):
             raise PatternError(f"types[{name!r}] is {cls!r}, not a pycel.Event subclass")
-    if time_unit not in NS_PER_TIME_UNIT:
+    if time_unit is not None and time_unit not in NS_PER_TIME_UNIT:
         raise PatternError(f"time_unit={time_unit!r}: choose one of {sorted(NS_PER_TIME_UNIT)}")
     parser = _QueryParser(text, named, types if isinstance(types, Declaration) else None, time_attribute)
-    parser.ns_per_unit = NS_PER_TIME_UNIT[time_unit]
+    parser.time_unit = time_unit
     return parser.query()
 
 
@@ -233,7 +234,7 @@ class _QueryParser:
         self.time_attribute = time_attribute
         self.allowed: set[str] | None = None  # event names of the FROM streams
         self.from_streams: list[str] | None = None  # the FROM clause, when written
-        self.ns_per_unit = 1  # nanoseconds per unit of n in WITHIN n [timestamp attribute]
+        self.time_unit: str | None = None  # the unit of n in WITHIN n [timestamp attribute]
 
     # -- query -----------------------------------------------------------------------------
     def query(self) -> Pattern:
@@ -389,7 +390,7 @@ class _QueryParser:
             cur.expect_op("]")
             # n is in the attribute's units; a timestamp holds nanoseconds, and n counts
             # the unit its integers are read in (exact: no conversion through seconds).
-            scale = self.ns_per_unit if self.attr_dtype(attr_tok) == "time" else 1
+            scale = self.ns_per_time_unit(attr_tok) if self.attr_dtype(attr_tok) == "time" else 1
             size = tok.value
             return sized(
                 lambda: Within(node, _checked_float(size * scale, "units"), "units", attr), "WITHIN", tok
@@ -417,6 +418,19 @@ class _QueryParser:
             attr = self.default_time_attr(tok)
         total = seconds
         return sized(lambda: Within(node, _checked_float(total, "seconds"), "seconds", attr), "WITHIN", tok)
+
+    def ns_per_time_unit(self, attr_tok: Token) -> int:
+        if self.time_unit is None:
+            raise PatternError(
+                located(
+                    f"WITHIN n [{attr_tok.value}]: {attr_tok.value!r} is a timestamp, so n needs a "
+                    "unit: pass parse_query(..., time_unit='s', 'ms', 'us' or 'ns'), the unit its "
+                    "integers are read in (pycel's Python API reads them as 'ns'), or write "
+                    f"WITHIN n SECONDS [{attr_tok.value}]",
+                    attr_tok,
+                )
+            )
+        return NS_PER_TIME_UNIT[self.time_unit]
 
     def attr_dtype(self, tok: Token) -> str:
         """The one type of attribute ``tok`` in the event types (PatternError otherwise)."""
