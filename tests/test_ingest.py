@@ -6,7 +6,7 @@ leaves the schema (types, string dictionary) as it was.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -341,3 +341,105 @@ def test_failed_to_batch_leaves_the_schema_unchanged() -> None:
     # the same data without the bad row goes in, and then the schema has grown
     to_batch(bad[:2], sch)
     assert "LateType" in sch.type_names and sch.strings == ["new string", "another"]
+
+
+# -- missing and extra data (docs/data.md) ------------------------------------------------
+def test_a_column_the_query_reads_must_be_in_a_columnar_input() -> None:
+    """Absent is not null: a DataFrame / Arrow table without a column the query reads is a
+    DataError naming it and what reads it; rows of dicts leave keys out as nulls."""
+    r, t = pycel.alias(Reading, "r"), pycel.alias(Temp, "t")
+    cases = [
+        (r.where(r.value > 1), "value", "the filter r.value > 1"),
+        (r.pattern().partition_by(Reading.sensor), "sensor", "PARTITION BY"),
+        (seq(r, Temp).within(seconds=5, on=Reading.at), "at", "the window's time attribute"),
+        (seq(r, t).where(r.sensor == t.sensor), "sensor", None),
+    ]
+    frame = pd.DataFrame({"event_type": ["Temp", "Temp"], "count": [1, 2]})
+    for pattern, column, where in cases:
+        for data in (frame, pa.Table.from_pandas(frame)):
+            for run in (pycel.compile(pattern).run, lambda d, p=pattern: evaluate(p, d)):
+                with pytest.raises(DataError, match="the data has no column") as err:
+                    run(data)
+                assert err.value.column == column
+                if where is not None:
+                    assert where in str(err.value)
+    # rows: a left-out key is a null (no error, no match)
+    rows = [{"event_type": "Temp", "count": 1}]
+    assert len(pycel.compile(r.where(r.value > 1)).run(rows)) == 0
+
+
+def test_the_read_columns_check_matches_the_reference() -> None:
+    from pycel.predicates import columns_read_by
+    from pycel.query import split_query
+    from pycel.reference import columns_read
+
+    r, t = pycel.alias(Reading, "r"), pycel.alias(Temp, "t")
+    for pattern in [
+        seq(r.where(r.value * 2 > r.count), t).where(r.sensor == t.sensor).within(seconds=3, on=Reading.at),
+        seq(r, pycel.not_(Door.where(Door.opened), "d"), t).partition_by(Reading.sensor),
+        seq(r, t).where(r.value < t.value, post_filter=True),
+    ]:
+        assert set(columns_read_by(pycel.compile(pattern))) == set(columns_read(split_query(pattern)))
+
+
+def test_a_value_for_an_attribute_the_row_type_lacks_is_an_error_in_every_input() -> None:
+    frame = pd.DataFrame({"event_type": ["Door", "Temp", "Door"], "count": [None, 3, 4]})
+    for data in (frame, pa.Table.from_pandas(frame), frame.to_dict("records")):
+        with pytest.raises(DataError, match="event type Door has no attribute 'count'") as err:
+            to_batch(data, schema())
+        assert (err.value.row, err.value.column) == (2, "count")
+    # nulls there are fine: one frame can hold several event types
+    assert decoded(to_batch(frame.iloc[:2], schema()))[0] == ("Door", {"opened": None})
+
+
+def test_a_column_no_event_type_declares_is_an_error_even_when_null() -> None:
+    for data in (
+        pd.DataFrame({"event_type": ["Door"], "colour": [None]}),
+        [{"event_type": "Door", "colour": None}],
+    ):
+        with pytest.raises(DataError, match="unknown attribute 'colour': no event type declares it") as err:
+            to_batch(data, schema())
+        assert err.value.column == "colour"
+
+
+def test_duplicate_column_names_are_an_error() -> None:
+    frame = pd.DataFrame([["Door", True, False]], columns=["event_type", "opened", "opened"])
+    table = pa.Table.from_arrays([pa.array(["Door"]), pa.array([True]), pa.array([False])],
+                                 names=["event_type", "opened", "opened"])
+    for data in (frame, table):
+        with pytest.raises(DataError, match="duplicate column name") as err:
+            to_batch(data, schema())
+        assert err.value.column == "opened"
+
+
+@pytest.mark.parametrize("data", [None, 5, "Door", b"x", {"event_type": "Door"}, Door(opened=True)])
+def test_what_is_not_events_is_a_data_error_saying_what_is_accepted(data: Any) -> None:
+    query = pycel.compile(Door)
+    for call in (query.run, query.stream().push, lambda d: evaluate(Door, d)):
+        with pytest.raises(DataError, match="expected events: a list"):
+            call(data)
+
+
+# -- time without an offset is UTC, value by value ------------------------------------------
+def test_naive_and_aware_times_mix_value_by_value_whatever_the_batches() -> None:
+    """A pandas object column mixing datetimes with and without offsets: each naive one is
+    UTC. 01:00+01:00 is 00:00 UTC, 3 s before the naive 00:00:03."""
+    stamps = [
+        datetime(2024, 1, 1, 1, 0, 0, tzinfo=timezone(timedelta(hours=1))),
+        datetime(2024, 1, 1, 0, 0, 3),
+        pd.Timestamp("2024-01-01T00:00:04"),
+        np.datetime64("2024-01-01T00:00:05"),
+    ]
+    frame = pd.DataFrame({"event_type": ["Temp"] * 4, "at": pd.Series(stamps, dtype=object)})
+    pattern = seq(Temp.as_("a"), Temp.as_("b")).within(seconds=3, on=Reading.at)
+    expected = evaluate(pattern, frame).keys()
+    assert {(m[0], m[1]) for m in expected} == {(0, 1), (1, 2), (1, 3), (2, 3)}
+    for size in (1, 2, 4):
+        stream = pycel.compile(pattern).stream()
+        got = set().union(*(stream.push(frame.iloc[k : k + size]).keys() for k in range(0, 4, size)))
+        assert got == expected
+    assert to_batch(frame, schema()).columns["at"].tolist() == to_batch(
+        [Temp(at=s.to_pydatetime() if isinstance(s, pd.Timestamp) else s) for s in stamps[:2]]
+        + [Temp(at=pd.Timestamp(s).tz_localize(UTC).to_pydatetime()) for s in stamps[2:]],
+        schema(),
+    ).columns["at"].tolist()
