@@ -195,13 +195,19 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
     attributes = [str(c) for c in frame.columns if c != type_column]
     declared_anywhere = declared_attributes()
     for c in attributes:
-        if c not in trial.fields and c not in declared_anywhere:
-            filled = frame[c].notna().to_numpy()
+        if c in trial.fields:
+            continue
+        filled = frame[c].notna().to_numpy()
+        if c not in declared_anywhere:
             raise DataError(
                 f"unknown attribute {c!r}: no event type declares it",
                 row=_first(filled) if filled.any() else None,
                 column=c,
             )
+        if filled.any():  # declared by some type, but by none of this data's types
+            row = _first(filled)
+            message = f"event type {trial.type_names[type_ids[row]]} has no attribute {c!r}"
+            raise DataError(message, row=row, column=c)
     n = len(frame)
     columns: dict[str, np.ndarray[Any, Any]] = {}
     valid: dict[str, npt.NDArray[np.bool_]] = {}

@@ -390,6 +390,15 @@ def test_a_value_for_an_attribute_the_row_type_lacks_is_an_error_in_every_input(
         assert (err.value.row, err.value.column) == (2, "count")
     # nulls there are fine: one frame can hold several event types
     assert decoded(to_batch(frame.iloc[:2], schema()))[0] == ("Door", {"opened": None})
+    # also for an attribute that only a type absent from the data and the schema declares
+    class Window(Event):
+        width: Field[float]
+
+    lone = pd.DataFrame({"event_type": ["Door", "Door"], "width": [None, 2.0]})
+    with pytest.raises(DataError, match="event type Door has no attribute 'width'") as err:
+        to_batch(lone, schema())
+    assert (err.value.row, err.value.column) == (1, "width")
+    assert Window.__fields__ == {"width": "float"}
 
 
 def test_a_column_no_event_type_declares_is_an_error_even_when_null() -> None:
