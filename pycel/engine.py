@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -53,7 +52,6 @@ from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
 _STRATEGIES = ("all", "any", "strict", "last", "next", "max")
-_SNAPSHOT_VERSION = 2
 
 
 class CompiledQuery:
@@ -513,28 +511,23 @@ class Stream:
 
     # -- state ---------------------------------------------------------------------------
     def snapshot(self) -> bytes:
-        """The whole evaluation state as bytes; :meth:`restore` continues from it."""
-        return pickle.dumps((_SNAPSHOT_VERSION, self.__dict__), protocol=pickle.HIGHEST_PROTOCOL)
+        """The whole evaluation state as bytes of pycel's snapshot format (data only:
+        arrays, scalars and the query as data; versioned and checksummed, see
+        docs/snapshots.md); :meth:`restore` continues from it."""
+        from .snapshot import encode
+
+        return encode(self)
 
     @classmethod
     def restore(cls, data: bytes) -> Stream:
-        """A stream that continues exactly where the snapshotted one stopped."""
-        version, state = pickle.loads(data)
-        if version != _SNAPSHOT_VERSION:
-            raise DataError(f"snapshot version {version} is not supported (expected {_SNAPSHOT_VERSION})")
-        stream = cls.__new__(cls)
-        stream.__dict__.update(state)
-        if "key_ids" in state:  # a snapshot from before TupleIds
-            stream.key_tuples = TupleIds.of(state["key_ids"], state.get("key_last"), stream.offset)
-            shapes = state.get("shape_ids", {})
-            stream.shape_tuples = {n: TupleIds.of(ids, None, stream.offset) for n, ids in shapes.items()}
-            for old in ("key_ids", "key_last", "next_key_id", "keys_kept", "shape_ids"):
-                stream.__dict__.pop(old, None)
-        if "order" not in state:  # a snapshot from before NEXT
-            stream.order = new_order()
-        if "pairs" not in state:  # a snapshot from before MAX (never of a MAX query)
-            stream.max_dfa, stream.pairs = None, new_pair_arena()
-        return stream
+        """A stream that continues exactly where the snapshotted one stopped.
+
+        Raises :class:`DataError` for anything but an intact snapshot of this format
+        (truncated, corrupted, foreign or older bytes); never runs code from ``data``.
+        """
+        from .snapshot import decode
+
+        return decode(data)
 
     def stats(self) -> dict[str, int]:
         """Store sizes: nodes still inside the window, allocated capacity, H entries (and

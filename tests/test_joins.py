@@ -8,7 +8,6 @@ attributes (1–2 classes), on streams with small value domains so joins hit.
 
 from __future__ import annotations
 
-import pickle
 import warnings
 from typing import Any
 
@@ -369,23 +368,6 @@ def test_tuple_keys_are_forgotten_as_they_leave_the_window() -> None:
     whole = pycel.seq(a, bb, c).where(joined).within(events=5)
     sample = [J0(x=1, y=0), J1(x=1, y=0), J1(x=1, y=1), J2(x=1, y=0), J2(x=1, y=1)]
     assert agree(whole, sample) == 1
-
-
-def test_a_snapshot_with_the_older_tuple_dictionaries_restores() -> None:
-    """Snapshots from before TupleIds stored the tuple ids as plain dictionaries."""
-    a, bb = pycel.alias(J0, "a"), pycel.alias(J1, "bb")
-    pattern = pycel.seq(a, bb).where((a.x == bb.x) & (a.y == bb.y)).within(events=6)
-    events = [J0(x=k % 2, y=k % 4 // 2) if k % 3 else J1(x=k % 2, y=k % 4 // 2) for k in range(40)]
-    query = pycel.compile(pattern)
-    whole = query.run(events).keys()
-    first = query.stream()
-    got = first.push(events[:20]).keys()
-    version, state = pickle.loads(first.snapshot())
-    tuples = state.pop("key_tuples")
-    state.update(key_ids=tuples.ids, key_last=tuples.last, next_key_id=tuples.next_id, keys_kept=0)
-    old = pickle.dumps((version, state))
-    got |= pycel.Stream.restore(old).push(events[20:]).keys()
-    assert got == whole and len(whole) > 0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,434 @@
+"""The compiled query of a snapshot as plain JSON data (see docs/snapshots.md).
+
+A snapshot holds the query as the engine runs it — the automaton's atoms with their
+predicates, the schema, the join keys, the post-filters and the clauses — not as code:
+every node is written by an explicit encoder and read back by a decoder that accepts only
+the expression node classes of :mod:`pycel.expr` and checks every index and name, so
+decoding builds plain pycel objects and runs nothing. The only classes a restore looks up
+are the event classes of a parallelized conjunction (:mod:`pycel.hcq`), by event name in
+the process's defined ``Event`` classes, with their fields compared.
+
+Example::
+
+    data = query_to_json(query)          # JSON-compatible lists and dicts
+    again = query_from_json(data)        # a CompiledQuery; DataError if malformed
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from .automaton import AtomState, Nfa
+from .engine import CompiledQuery
+from .errors import DataError
+from .expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
+from .hcq import HcqAtom, HcqPlan, HcqTransition
+from .ingest import Schema, all_event_types
+from .joins import JoinKey
+from .postfilter import PostFilters
+
+Json = Any
+_ARITH_OPS = ("+", "-", "*", "/", "%")
+_CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+_UNITS = (None, "events", "seconds", "units")
+_STRATEGIES = ("all", "any", "strict", "last", "next", "max")
+#: CompiledQuery attributes and whether the encoder writes them (spec: the pattern AST
+#: references user classes; like a pickled query, a restored one has None).
+QUERY_FIELDS = frozenset(
+    "spec join_keys nfa schema text window_unit window_size time_attribute partition "
+    "variables projection_mask projected limit consume spec_strategy hcq post_filters".split()
+)
+
+
+def bad(what: str) -> DataError:
+    """The error of a snapshot whose content does not have the expected form."""
+    return DataError(f"not a valid pycel snapshot: {what}")
+
+
+# -- checked access to decoded JSON ---------------------------------------------------------
+def as_int(x: Json, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``x`` as an int (not a bool) in ``[lo, hi)``."""
+    if type(x) is not int or (lo is not None and x < lo) or (hi is not None and x >= hi):
+        raise bad(f"{what} is {x!r}, expected an integer in [{lo}, {hi})")
+    return x
+
+
+def as_str(x: Json, what: str) -> str:
+    if type(x) is not str:
+        raise bad(f"{what} is {type(x).__name__}, expected a string")
+    return x
+
+
+def as_bool(x: Json, what: str) -> bool:
+    if type(x) is not bool:
+        raise bad(f"{what} is {x!r}, expected true or false")
+    return x
+
+
+def as_float(x: Json, what: str) -> float:
+    if type(x) not in (int, float):
+        raise bad(f"{what} is {x!r}, expected a number")
+    return float(x)
+
+
+def as_list(x: Json, what: str, n: int | None = None) -> list[Any]:
+    if type(x) is not list or (n is not None and len(x) != n):
+        raise bad(f"{what} is not a list" + (f" of {n} items" if n is not None else ""))
+    return x
+
+
+def as_dict(x: Json, what: str) -> dict[str, Any]:
+    if type(x) is not dict:
+        raise bad(f"{what} is not an object")
+    return x
+
+
+def strs(x: Json, what: str) -> tuple[str, ...]:
+    return tuple(as_str(v, what) for v in as_list(x, what))
+
+
+def ints(x: Json, what: str, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
+    return tuple(as_int(v, what, lo, hi) for v in as_list(x, what))
+
+
+def dtype_name(x: Json, what: str) -> str:
+    if x not in DTYPES:
+        raise bad(f"{what} has unknown type {x!r}")
+    return str(x)
+
+
+# -- expressions ----------------------------------------------------------------------------
+def _value_to_json(v: Any) -> Json:
+    if isinstance(v, datetime):
+        return {"datetime": v.isoformat()}
+    return v
+
+
+def _value_from_json(x: Json, what: str) -> Any:
+    if type(x) is dict:
+        try:
+            return datetime.fromisoformat(as_str(x.get("datetime"), what))
+        except ValueError as e:
+            raise bad(f"{what}: {e}") from None
+    if type(x) not in (bool, int, float, str):
+        raise bad(f"{what} is {x!r}, expected a constant")
+    return x
+
+
+def expr_to_json(e: Expr[Any]) -> Json:
+    """One expression as nested lists ``[kind, ...]``."""
+    if isinstance(e, Attr):
+        return ["attr", e.var, e.name, e.dtype, e.owner]
+    if isinstance(e, Const):
+        return ["const", _value_to_json(e.value)]
+    if isinstance(e, Arith):
+        return ["arith", e.op, expr_to_json(e.left), expr_to_json(e.right), e.dtype]
+    if isinstance(e, Compare):
+        return ["cmp", e.op, expr_to_json(e.left), expr_to_json(e.right)]
+    if isinstance(e, IsIn):
+        return ["in", expr_to_json(e.expr), [_value_to_json(v) for v in e.values], e.negated]
+    if isinstance(e, Like):
+        return ["like", expr_to_json(e.expr), e.pattern, e.regex]
+    if isinstance(e, BoolOp):
+        return ["bool", e.op, [expr_to_json(a) for a in e.args]]
+    if isinstance(e, Not):
+        return ["not", expr_to_json(e.arg)]
+    raise TypeError(f"snapshot: no encoding for expression node {type(e).__name__}")
+
+
+def expr_from_json(x: Json) -> Expr[Any]:
+    """The expression encoded by :func:`expr_to_json` (only pycel's node classes)."""
+    x = as_list(x, "expression")
+    kind = x[0] if x else None
+    if kind == "attr":
+        _, var, name, dtype, owner = as_list(x, "attribute", 5)
+        return Attr(
+            None if var is None else as_str(var, "variable"),
+            as_str(name, "attribute"),
+            dtype_name(dtype, "attribute"),
+            as_str(owner, "attribute owner"),
+        )
+    if kind == "const":
+        try:
+            return Const(_value_from_json(as_list(x, "constant", 2)[1], "constant"))
+        except Exception as e:  # an unsupported constant (PatternError)
+            raise bad(str(e)) from None
+    if kind == "arith":
+        _, op, left, right, dtype = as_list(x, "arithmetic", 5)
+        if op not in _ARITH_OPS:
+            raise bad(f"unknown arithmetic operator {op!r}")
+        return Arith(op, expr_from_json(left), expr_from_json(right), dtype_name(dtype, "arithmetic"))
+    if kind == "cmp":
+        _, op, left, right = as_list(x, "comparison", 4)
+        if op not in _CMP_OPS:
+            raise bad(f"unknown comparison operator {op!r}")
+        return Compare(op, expr_from_json(left), expr_from_json(right))
+    if kind == "in":
+        _, inner, values, negated = as_list(x, "IN", 4)
+        vals = tuple(_value_from_json(v, "IN value") for v in as_list(values, "IN values"))
+        return IsIn(expr_from_json(inner), vals, as_bool(negated, "NOT IN"))
+    if kind == "like":
+        _, inner, pattern, regex = as_list(x, "LIKE", 4)
+        like = Like(expr_from_json(inner), as_str(pattern, "LIKE pattern"), as_bool(regex, "MATCHES"))
+        try:
+            like.compiled()
+        except re.error as e:
+            raise bad(f"LIKE pattern: {e}") from None
+        return like
+    if kind == "bool":
+        _, op, args = as_list(x, "AND/OR", 3)
+        if op not in ("and", "or"):
+            raise bad(f"unknown connective {op!r}")
+        return BoolOp(op, tuple(expr_from_json(a) for a in as_list(args, "AND/OR operands")))
+    if kind == "not":
+        return Not(expr_from_json(as_list(x, "NOT", 2)[1]))
+    raise bad(f"unknown expression node {kind!r}")
+
+
+def _exprs(x: Json) -> tuple[Expr[bool], ...]:
+    return tuple(expr_from_json(e) for e in as_list(x, "predicates"))
+
+
+# -- automaton, schema, joins, conjunction plan ---------------------------------------------
+def _sets(follow: dict[int, frozenset[int]]) -> Json:
+    return [[k, sorted(v)] for k, v in sorted(follow.items())]
+
+
+def nfa_to_json(nfa: Nfa) -> Json:
+    atoms = [
+        [
+            a.index,
+            a.event,
+            a.negated,
+            None if a.type_predicate is None else expr_to_json(a.type_predicate),
+            [expr_to_json(f) for f in a.filters],
+            sorted(a.labels),
+        ]
+        for a in nfa.atoms
+    ]
+    return {
+        "atoms": atoms,
+        "first": sorted(nfa.first),
+        "last": sorted(nfa.last),
+        "follow": _sets(nfa.follow),
+        "gap_follow": _sets(nfa.gap_follow),
+        "variables": list(nfa.variables),
+    }
+
+
+def nfa_from_json(x: Json) -> Nfa:
+    x = as_dict(x, "automaton")
+    variables = strs(x.get("variables"), "variables")
+    atoms = []
+    for k, item in enumerate(as_list(x.get("atoms"), "atoms")):
+        index, event, negated, type_pred, filters, labels = as_list(item, "atom", 6)
+        label_set = frozenset(strs(labels, "labels"))
+        if as_int(index, "atom index") != k or not label_set <= set(variables):
+            raise bad(f"atom {k} has index {index} or labels outside the variables")
+        atoms.append(
+            AtomState(
+                k,
+                as_str(event, "event type"),
+                as_bool(negated, "negated"),
+                None if type_pred is None else expr_from_json(type_pred),
+                _exprs(filters),
+                label_set,
+            )
+        )
+    n = len(atoms)
+
+    def follow(key: str) -> dict[int, frozenset[int]]:
+        pairs = [as_list(p, key, 2) for p in as_list(x.get(key), key)]
+        return {as_int(k, key, 0, n): frozenset(ints(v, key, 0, n)) for k, v in pairs}
+
+    return Nfa(
+        tuple(atoms),
+        frozenset(ints(x.get("first"), "first", 0, n)),
+        frozenset(ints(x.get("last"), "last", 0, n)),
+        follow("follow"),
+        variables,
+        follow("gap_follow"),
+    )
+
+
+def schema_to_json(s: Schema) -> Json:
+    types = [[n, f, sorted(sup)] for n, f, sup in zip(s.type_names, s.type_fields, s.supertypes, strict=True)]
+    return {"types": types, "fields": s.fields, "strings": s.strings}
+
+
+def schema_from_json(x: Json) -> Schema:
+    x = as_dict(x, "schema")
+
+    def fields(f: Json) -> dict[str, str]:
+        return {as_str(k, "attribute"): dtype_name(v, k) for k, v in as_dict(f, "fields").items()}
+
+    names, type_fields, supertypes = [], [], []
+    for item in as_list(x.get("types"), "event types"):
+        name, own, sup = as_list(item, "event type", 3)
+        names.append(as_str(name, "event type"))
+        type_fields.append(fields(own))
+        supertypes.append(frozenset(strs(sup, "supertypes")))
+    strings = list(strs(x.get("strings"), "strings"))
+    codes = {text: code for code, text in enumerate(strings)}
+    if len(codes) != len(strings) or len(set(names)) != len(names):
+        raise bad("the string dictionary or the event types repeat an entry")
+    return Schema(names, type_fields, supertypes, fields(x.get("fields")), strings, codes)
+
+
+def _hcq_event(name: str, fields: dict[str, str]) -> Any:
+    """The defined Event class named ``name`` with exactly ``fields``."""
+    found = [c for c in all_event_types().get(name, []) if c.__fields__ == fields]
+    if not found:
+        raise DataError(
+            f"the snapshot's query reads event type {name!r} with fields {fields}; define that "
+            "Event class in this process before restoring"
+        )
+    return found[0]
+
+
+def hcq_to_json(p: HcqPlan) -> Json:
+    from .events import event_name
+
+    return {
+        "atoms": [
+            [event_name(a.event), dict(a.event.__fields__), a.var, [expr_to_json(f) for f in a.filters]]
+            for a in p.atoms
+        ],
+        "class_attrs": [list(c) for c in p.class_attrs],
+        "class_dtypes": list(p.class_dtypes),
+        "nodes": [sorted(n) for n in p.nodes],
+        "shapes": [sorted(s) for s in p.shapes],
+        "transitions": [
+            [
+                list(t.reads),
+                t.target,
+                list(t.children),
+                t.final,
+                [list(s) for s in t.same],
+                [list(a) for a in t.child_attrs],
+                list(t.target_attrs),
+            ]
+            for t in p.transitions
+        ],
+    }
+
+
+def _pair(x: Json) -> tuple[str, str]:
+    a, b = as_list(x, "attribute pair", 2)
+    return as_str(a, "attribute"), as_str(b, "attribute")
+
+
+def hcq_from_json(x: Json) -> HcqPlan:
+    from .hcq import MAX_CHILDREN
+
+    x = as_dict(x, "conjunction plan")
+    atoms = []
+    for item in as_list(x.get("atoms"), "conjunction atoms"):
+        name, fields, var, filters = as_list(item, "conjunction atom", 4)
+        own = {as_str(k, "attribute"): dtype_name(v, k) for k, v in as_dict(fields, "fields").items()}
+        atoms.append(
+            HcqAtom(_hcq_event(as_str(name, "event type"), own), as_str(var, "variable"), _exprs(filters))
+        )
+    classes = tuple(
+        tuple(None if a is None else as_str(a, "class attribute") for a in as_list(c, "class", len(atoms)))
+        for c in as_list(x.get("class_attrs"), "classes")
+    )
+    dtypes = tuple(
+        dtype_name(d, "class") for d in as_list(x.get("class_dtypes"), "class types", len(classes))
+    )
+    nodes = tuple(frozenset(ints(n, "node", 0, len(atoms))) for n in as_list(x.get("nodes"), "nodes"))
+    shapes = tuple(
+        frozenset(ints(s, "shape", 0, len(classes))) for s in as_list(x.get("shapes"), "shapes", len(nodes))
+    )
+    transitions = []
+    for item in as_list(x.get("transitions"), "transitions"):
+        reads, target, children, final, same, child_attrs, target_attrs = as_list(item, "transition", 7)
+        kids = ints(children, "children", 0, len(nodes))
+        if len(kids) > MAX_CHILDREN:
+            raise bad("a transition has too many children")
+        transitions.append(
+            HcqTransition(
+                ints(reads, "reads", 0, len(atoms)),
+                as_int(target, "target", 0, len(nodes)),
+                kids,
+                as_bool(final, "final"),
+                tuple(_pair(s) for s in as_list(same, "same")),
+                tuple(
+                    strs(a, "child attributes") for a in as_list(child_attrs, "child attributes", len(kids))
+                ),
+                strs(target_attrs, "target attributes"),
+            )
+        )
+    return HcqPlan(tuple(atoms), classes, dtypes, nodes, shapes, tuple(transitions))
+
+
+# -- the compiled query ---------------------------------------------------------------------
+def query_to_json(q: CompiledQuery) -> Json:
+    """Every attribute of ``q`` the engine reads, as JSON data."""
+    unknown = set(q.__dict__) - QUERY_FIELDS
+    if unknown:
+        raise TypeError(
+            f"snapshot: CompiledQuery attributes {sorted(unknown)} have no encoding in pycel/snapshot_plan.py"
+        )
+    post = q.post_filters
+    return {
+        "text": q.text,
+        "strategy": q.spec_strategy,
+        "window_unit": q.window_unit,
+        "window_size": q.window_size,
+        "time_attribute": q.time_attribute,
+        "partition": list(q.partition),
+        "projection_mask": q.projection_mask,
+        "projected": q.projected,
+        "limit": q.limit,
+        "consume": q.consume,
+        "nfa": nfa_to_json(q.nfa),
+        "schema": schema_to_json(q.schema),
+        "join_keys": [[[list(p) for p in j.attributes], j.dtype] for j in q.join_keys],
+        "hcq": None if q.hcq is None else hcq_to_json(q.hcq),
+        "post_filters": None if post is None else [expr_to_json(c) for c in post.conjuncts],
+    }
+
+
+def query_from_json(x: Json) -> CompiledQuery:
+    """The CompiledQuery :func:`query_to_json` wrote (no spec, as after unpickling)."""
+    x = as_dict(x, "query")
+    nfa = nfa_from_json(x.get("nfa"))
+    unit = x.get("window_unit")
+    strategy = x.get("strategy")
+    if unit not in _UNITS or strategy not in _STRATEGIES:
+        raise bad(f"window unit {unit!r} or strategy {strategy!r}")
+    time_attribute = x.get("time_attribute")
+    joins = []
+    for j in as_list(x.get("join_keys"), "join keys"):
+        attributes, dtype = as_list(j, "join key", 2)
+        pairs = tuple(
+            (as_str(t, "type"), as_str(a, "attribute"))
+            for t, a in (as_list(p, "join attribute", 2) for p in as_list(attributes, "join"))
+        )
+        joins.append(JoinKey(pairs, dtype_name(dtype, "join key")))
+    post = x.get("post_filters")
+    hcq = x.get("hcq")
+    q = CompiledQuery.__new__(CompiledQuery)
+    q.__dict__.update(
+        spec=None,
+        join_keys=tuple(joins),
+        nfa=nfa,
+        schema=schema_from_json(x.get("schema")),
+        text=as_str(x.get("text"), "query text"),
+        window_unit=unit,
+        window_size=as_float(x.get("window_size"), "window size"),
+        time_attribute=None if time_attribute is None else as_str(time_attribute, "time attribute"),
+        partition=strs(x.get("partition"), "partition"),
+        variables=nfa.variables,
+        projection_mask=as_int(x.get("projection_mask"), "projection", 0),
+        projected=as_bool(x.get("projected"), "projected"),
+        limit=as_int(x.get("limit"), "limit", -1),
+        consume=as_int(x.get("consume"), "consumption", 0, 3),
+        spec_strategy=strategy,
+        hcq=None if hcq is None else hcq_from_json(hcq),
+        post_filters=None if post is None else PostFilters.of(_exprs(post)),
+    )
+    return q

@@ -1,0 +1,236 @@
+"""Codecs of the stream's table-like state for :mod:`pycel.snapshot`: the lazily built
+automata (same state numbering after a restore), the class table, key-tuple ids and the
+post-filter tail, as arrays plus small JSON values.
+
+Example::
+
+    w = Writer(); ref = dfa_out(w, stream.dfa)           # JSON, arrays in w.arrays
+    dfa = dfa_in(Reader(arrays), ref, query.nfa)         # DataError if inconsistent
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .automaton import Nfa
+from .determinize import START, Dfa, LabelSets
+from .keys import TupleIds
+from .maximal import MaxDfa
+from .postfilter import Tail
+from .snapshot_plan import Json, as_dict, as_int, as_list, bad, strs
+
+#: Little-endian numeric and bool dtypes: the only arrays a snapshot holds.
+DTYPES = frozenset(["<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "<f8", "<f4", "|b1"])
+_MISSING = -2  # MAX: a (class, pair) not expanded yet
+
+Ints = npt.NDArray[np.int64]
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.arrays: list[np.ndarray[Any, Any]] = []
+
+    def add(self, a: npt.ArrayLike, dtype: Any = None) -> int:
+        arr = np.asarray(a, dtype=dtype)
+        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        if arr.dtype.str not in DTYPES:
+            raise TypeError(f"snapshot: arrays of dtype {arr.dtype} have no encoding")
+        self.arrays.append(arr)
+        return len(self.arrays) - 1
+
+
+class Reader:
+    def __init__(self, arrays: list[np.ndarray[Any, Any]]) -> None:
+        self.arrays = arrays
+
+    def get(self, ref: Json, what: str, dtype: str = "<i8", ndim: int = 1) -> Any:
+        a = self.arrays[as_int(ref, what, 0, len(self.arrays))]
+        if a.dtype.str != dtype or a.ndim != ndim:
+            raise bad(f"{what} is a {a.ndim}-d {a.dtype} array, expected {ndim}-d {dtype}")
+        return a
+
+
+def _sets_out(w: Writer, sets: list[frozenset[int]]) -> list[int]:
+    lengths = [len(s) for s in sets]
+    flat = [v for s in sets for v in sorted(s)]
+    return [w.add(np.cumsum([0, *lengths]), np.int64), w.add(flat, np.int64)]
+
+
+def _sets_in(r: Reader, ref: Json, what: str, lo: int, hi: int) -> list[frozenset[int]]:
+    ptr_ref, flat_ref = as_list(ref, what, 2)
+    ptr, flat = r.get(ptr_ref, what), r.get(flat_ref, what)
+    if not len(ptr) or ptr[0] != 0 or (np.diff(ptr) < 0).any() or ptr[-1] != len(flat):
+        raise bad(f"{what}: bad offsets")
+    if len(flat) and (flat.min() < lo or flat.max() >= hi):
+        raise bad(f"{what}: a state outside [{lo}, {hi})")
+    values = flat.tolist()
+    return [frozenset(values[a:b]) for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)]
+
+
+def _rows_out(w: Writer, per_class: list[list[tuple[int, int, int]]]) -> list[int]:
+    flat = [m for ms in per_class for m in ms]
+    ptr = np.cumsum([0, *(len(m) for m in per_class)])
+    return [w.add(ptr, np.int64), w.add(np.array(flat, dtype=np.int64).reshape(-1, 3))]
+
+
+def _rows_in(r: Reader, ref: Json, what: str, classes: int) -> tuple[Ints, Ints]:
+    ptr_ref, rows_ref = as_list(ref, what, 2)
+    ptr, rows = r.get(ptr_ref, what), r.get(rows_ref, what, ndim=2)
+    if len(ptr) != classes + 1 or ptr[0] != 0 or (np.diff(ptr) < 0).any() or ptr[-1] != len(rows):
+        raise bad(f"{what}: bad offsets")
+    if rows.shape[1] != 3:
+        raise bad(f"{what}: rows of {rows.shape[1]} values")
+    return ptr, rows
+
+
+def in_range(a: Ints, lo: int, hi: int, what: str) -> None:
+    if len(a) and (a.min() < lo or a.max() >= hi):
+        raise bad(f"{what} outside [{lo}, {hi})")
+
+
+def _labels(x: Json, variables: tuple[str, ...]) -> LabelSets:
+    labels = LabelSets(variables)
+    for item in as_list(x, "label sets"):
+        labels.id(frozenset(strs(item, "label set")))
+    if len(labels.sets) != len(as_list(x, "label sets")) or not set().union(*labels.sets) <= set(variables):
+        raise bad("label sets repeat or name unknown variables")
+    return labels
+
+
+def dfa_out(w: Writer, d: Dfa) -> Json:
+    return {
+        "states": _sets_out(w, d.states),
+        "labels": [sorted(s) for s in d.labels.sets],
+        "class_bits": w.add(d.class_bits, np.int64),
+        "moves": _rows_out(w, d.moves),
+        "adj_moves": _rows_out(w, d.adj_moves),
+    }
+
+
+def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
+    x = as_dict(x, "automaton tables")
+    d = Dfa(nfa)
+    d.states = _sets_in(r, x.get("states"), "states", START, len(nfa.atoms))
+    d.state_ids = {s: k for k, s in enumerate(d.states)}
+    if (
+        not d.states
+        or d.states[0] != frozenset([START])
+        or len(d.state_ids) != len(d.states)
+        or any(START in s for s in d.states[1:])
+    ):
+        raise bad("deterministic states")
+    d.labels = _labels(x.get("labels"), nfa.variables)
+    d.class_bits = r.get(x.get("class_bits"), "class bits").tolist()
+    for key in ("moves", "adj_moves"):
+        ptr, rows = _rows_in(r, x.get(key), key, len(d.class_bits))
+        for col, hi in ((0, len(d.states)), (1, len(d.labels.sets)), (2, len(d.states))):
+            in_range(rows[:, col], 0, hi, key)
+        flat = [tuple(m) for m in rows.tolist()]
+        setattr(d, key, [flat[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)])
+    return d
+
+
+def max_out(w: Writer, m: MaxDfa) -> Json:
+    n = len(m.pairs)
+    marks = [m.marks[c].get(p, []) for c in range(len(m.class_bits)) for p in range(n)]
+    skips = [m.skips[c].get(p, _MISSING) for c in range(len(m.class_bits)) for p in range(n)]
+    rows = [[(label, dst, int(out)) for label, dst, out in ms] for ms in marks]
+    return {
+        "pairs": [_sets_out(w, [p[k] for p in m.pairs]) for k in range(3)],
+        "labels": [sorted(s) for s in m.labels.sets],
+        "class_bits": w.add(m.class_bits, np.int64),
+        "marks": _rows_out(w, rows),
+        "skips": w.add(skips, np.int64),
+    }
+
+
+def max_in(r: Reader, x: Json, nfa: Nfa) -> MaxDfa:
+    x = as_dict(x, "pair automaton")
+    m = MaxDfa(nfa)
+    t, e, u = (
+        _sets_in(r, ref, "pairs", START, 2 * len(nfa.atoms)) for ref in as_list(x.get("pairs"), "pairs", 3)
+    )
+    pairs = list(zip(t, e, u, strict=True))
+    if not pairs or pairs[0] != m.pairs[0]:
+        raise bad("pair states")
+    m.pairs, m.pair_ids = pairs, {p: k for k, p in enumerate(pairs)}
+    m.labels = _labels(x.get("labels"), nfa.variables)
+    m.class_bits = r.get(x.get("class_bits"), "class bits").tolist()
+    n, classes = len(pairs), len(m.class_bits)
+    ptr, rows = _rows_in(r, x.get("marks"), "marks", classes * n)
+    skips = r.get(x.get("skips"), "skips")
+    in_range(rows[:, 0], 0, len(m.labels.sets), "mark labels")
+    in_range(rows[:, 1], -1, n, "mark targets")
+    in_range(rows[:, 2], 0, 2, "mark outputs")
+    in_range(skips, _MISSING, n, "skip targets")
+    if len(skips) != classes * n:
+        raise bad("skip table size")
+    flat = [(a, b, bool(c)) for a, b, c in rows.tolist()]
+    bounds, skip = ptr.tolist(), skips.tolist()
+    m.marks = [
+        {
+            p: flat[bounds[c * n + p] : bounds[c * n + p + 1]]
+            for p in range(n)
+            if bounds[c * n + p + 1] > bounds[c * n + p]
+        }
+        for c in range(classes)
+    ]
+    m.skips = [{p: s for p in range(n) if (s := skip[c * n + p]) != _MISSING} for c in range(classes)]
+    return m
+
+
+def tuples_out(w: Writer, t: TupleIds) -> Json:
+    keys = list(t.ids)
+    width = len(keys[0]) if keys else 0
+    if any(len(k) != width for k in keys):
+        raise TypeError("snapshot: key tuples of different lengths in one dictionary")
+    return {
+        "rows": w.add(np.array(keys, dtype=np.int64).reshape(len(keys), width)),
+        "ids": w.add(list(t.ids.values()), np.int64),
+        "last": w.add([t.last[k] for k in keys], np.int64),
+        "next_id": t.next_id,
+        "kept": t.kept,
+    }
+
+
+def tuples_in(r: Reader, x: Json) -> TupleIds:
+    x = as_dict(x, "key tuples")
+    t = TupleIds()
+    rows, ids, last = (
+        r.get(x.get("rows"), "key tuples", ndim=2),
+        r.get(x.get("ids"), "tuple ids"),
+        r.get(x.get("last"), "tuples"),
+    )
+    t.next_id, t.kept = as_int(x.get("next_id"), "next tuple id", 0), as_int(x.get("kept"), "kept tuples", 0)
+    keys = [tuple(k) for k in rows.tolist()]
+    t.ids, t.last = dict(zip(keys, ids.tolist(), strict=True)), dict(zip(keys, last.tolist(), strict=True))
+    if len(t.ids) != len(keys) or len(set(t.ids.values())) != len(keys):
+        raise bad("key tuples repeat")
+    in_range(ids, 0, t.next_id, "tuple ids")
+    return t
+
+
+def tail_out(w: Writer, tail: Tail) -> Json:
+    return {
+        "positions": w.add(tail.positions, np.int64),
+        "values": {k: w.add(v) for k, v in tail.values.items()},
+        "valid": {k: w.add(v, np.bool_) for k, v in tail.valid.items()},
+    }
+
+
+def tail_in(r: Reader, x: Json) -> Tail:
+    x = as_dict(x, "post-filter tail")
+    positions = r.get(x.get("positions"), "tail positions")
+    values = {
+        k: r.arrays[as_int(v, "tail column", 0, len(r.arrays))]
+        for k, v in as_dict(x.get("values"), "tail").items()
+    }
+    valid = {k: r.get(v, "tail validity", "|b1") for k, v in as_dict(x.get("valid"), "tail").items()}
+    if values.keys() != valid.keys() or any(
+        a.shape != positions.shape for a in [*values.values(), *valid.values()]
+    ):
+        raise bad("post-filter tail columns")
+    return Tail(positions, values, valid)
