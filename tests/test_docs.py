@@ -10,8 +10,8 @@ The fenced blocks of each document are checked by their language:
   not part of the contract), and a ``text`` block that follows it with at most a short
   line of prose in between ("prints", "Output:") must equal what it prints (as a multiset
   of lines). A block whose first line is ``# continues the example above`` runs after the
-  blocks before it in the same document; every other block is complete on its own. Blocks
-  that use Spark run under the ``spark`` marker.
+  blocks before it in the same document (one test runs such a chain); every other block is
+  complete on its own. Examples that use Spark run under the ``spark`` marker.
 - ``console``: a terminal session. Each ``$ command`` runs in bash, in a fresh temporary
   directory per block (with the same links), and its standard output then standard error
   must equal the lines after it, except the elapsed time and rate of ``pycel``'s summary.
@@ -103,11 +103,7 @@ def _blocks(lang: str) -> list[Block]:
 
 
 def _params(lang: str) -> list[object]:
-    params: list[object] = []
-    for block in _blocks(lang):
-        spark = lang == "python" and any(m in block.text for m in ("pycel.spark", "SparkSession"))
-        params.append(pytest.param(block, id=block.id, marks=[pytest.mark.spark] if spark else []))
-    return params
+    return [pytest.param(block, id=block.id) for block in _blocks(lang)]
 
 
 @pytest.fixture
@@ -161,15 +157,25 @@ def _steps(block: Block) -> Iterator[tuple[str, str | None, int]]:
         yield "\n".join(pending), None, block.line + 1 + first
 
 
-def _chain(block: Block) -> list[Block]:
-    """The blocks to run for ``block``: the ones it continues, then itself."""
-    same = [b for b in _blocks("python") if b.doc == block.doc]
-    k = same.index(block)
-    start = k
-    while same[start].text.startswith(CONTINUES):
-        assert start > 0, f"{block.id} continues no example"
-        start -= 1
-    return same[start : k + 1]
+def _chains() -> list[list[Block]]:
+    """The python blocks grouped into examples: a block and the blocks that continue it."""
+    chains: list[list[Block]] = []
+    for block in _blocks("python"):
+        if block.text.startswith(CONTINUES):
+            assert chains and chains[-1][0].doc == block.doc, f"{block.id} continues no example"
+            chains[-1].append(block)
+        else:
+            chains.append([block])
+    return chains
+
+
+def _chain_params() -> list[object]:
+    params: list[object] = []
+    for chain in _chains():
+        spark = any(m in b.text for b in chain for m in ("pycel.spark", "SparkSession"))
+        name = chain[0].id + (f"-{chain[-1].line}" if len(chain) > 1 else "")
+        params.append(pytest.param(chain, id=name, marks=[pytest.mark.spark] if spark else []))
+    return params
 
 
 def _run_python(block: Block, namespace: dict[str, object]) -> tuple[str, int]:
@@ -201,17 +207,17 @@ def _expected_output(block: Block) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("block", _params("python"))
-def test_python_block_runs_and_prints_what_the_doc_says(block: Block, workdir: Path) -> None:
+@pytest.mark.parametrize("chain", _chain_params())
+def test_python_example_runs_and_prints_what_the_doc_says(chain: list[Block], workdir: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__doc_example__"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for earlier in _chain(block)[:-1]:
-            _run_python(earlier, namespace)
-        printed, _ = _run_python(block, namespace)
-    expected = _expected_output(block)
-    if expected is not None:
-        assert sorted(printed.splitlines()) == sorted(expected.splitlines()), printed
+    for block in chain:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            printed, _ = _run_python(block, namespace)
+        expected = _expected_output(block)
+        if expected is not None:
+            got, want = sorted(printed.splitlines()), sorted(expected.splitlines())
+            assert got == want, f"{block.id} printed\n{printed}"
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/strategies.md"])
