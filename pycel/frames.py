@@ -23,6 +23,8 @@ from .errors import DataError
 from .ingest import EventBatch, Schema, declared_attributes, int_problem, shown_number
 
 _KINDS = {"bool": "b", "int": "iuf", "float": "iuf", "time": "iuM", "str": "O"}
+_NS_PER = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9,
+           "ms": 10**6, "us": 10**3}
 _TARGET = {"bool": np.bool_, "int": np.int64, "float": np.float64, "time": np.int64, "str": np.int32}
 
 
@@ -45,7 +47,10 @@ def _to_pandas(data: Any) -> pd.DataFrame:
             return pd.api.types.pandas_dtype(str(t).replace("int", "Int").replace("uInt", "UInt"))
         return pd.BooleanDtype() if pa.types.is_boolean(t) else None
 
-    return data.to_pandas(types_mapper=nullable)  # type: ignore[no-any-return]
+    try:
+        return data.to_pandas(types_mapper=nullable)  # type: ignore[no-any-return]
+    except (ValueError, OverflowError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise DataError(f"cannot convert the Arrow data: {err}") from None
 
 
 def _check_unique(columns: list[str]) -> None:
@@ -123,11 +128,32 @@ def _encode_column(
     if dtype == "str":
         return np.full(n, -1, dtype=np.int32), present
     if kind == "M":
-        values = values.astype("datetime64[ns]").view(np.int64)
+        values = _nanoseconds(values, present, column)
     elif dtype in ("int", "time") and kind in "uf":
         _check_int_range(values, present, kind, dtype, column)
     out: np.ndarray[Any, Any] = np.where(present, np.nan_to_num(values) if kind == "f" else values, 0)
     return out.astype(_TARGET[dtype]), present
+
+
+def _nanoseconds(
+    values: np.ndarray[Any, Any], present: npt.NDArray[np.bool_], column: str
+) -> npt.NDArray[np.int64]:
+    """datetime64 values (any unit) as int64 nanoseconds; a value outside the years
+    1678-2261 that nanoseconds hold is an error (numpy's cast would wrap it)."""
+    unit, count = np.datetime_data(values.dtype)
+    per = _NS_PER.get(unit, 1) * count
+    if per > 1:
+        raw = values.view(np.int64)
+        bad = present & ((raw > (2**63 - 1) // per) | (raw < -(2**63 - 1) // per))
+        if bad.any():
+            row = _first(bad)
+            raise DataError(
+                f"time {values[row]} is outside what 64-bit nanoseconds hold (years 1678-2261)",
+                row=row,
+                column=column,
+            )
+    nanos: npt.NDArray[np.int64] = values.astype("datetime64[ns]").view(np.int64)
+    return nanos
 
 
 def _check_int_range(
@@ -144,7 +170,7 @@ def _check_int_range(
     if bad.any():
         row = _first(bad)
         v = values[row].item()
-        raise DataError(int_problem(v) or f"expected {dtype}, got {v!r}", row=row, column=column)
+        raise DataError(int_problem(v, dtype) or f"expected {dtype}, got {v!r}", row=row, column=column)
 
 
 def _scalar_problem(v: Any, dtype: str) -> str | None:
@@ -170,7 +196,7 @@ def _scalar_problem(v: Any, dtype: str) -> str | None:
     if dtype == "time" and isinstance(v, (datetime, np.datetime64)):
         return None
     if isinstance(v, (int, float)) and (dtype == "int" or isinstance(v, int)):
-        return int_problem(v)
+        return int_problem(v, dtype)
     return bad
 
 

@@ -187,6 +187,29 @@ def _int_float_compare(op: str, i: npt.NDArray[np.int64], f: npt.NDArray[np.floa
     return result | nan if op == "!=" else result & ~nan
 
 
+def _exactly_as(kind: str, consts: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+    """The constants of an ``isin`` that a column of numpy ``kind`` can equal exactly, in
+    the column's own type (so ``np.isin`` never compares through a rounding cast): a float
+    equals an int column's value only if it is an integer in range; an int equals a float
+    column's value only if the float represents it exactly."""
+    out: list[Any] = []
+    for c in consts:
+        if not len(c):
+            continue
+        v = c[0].item()
+        if kind in "biu" and isinstance(v, float):
+            if v.is_integer() and -(2.0**63) <= v < 2.0**63:
+                out.append(int(v))
+        elif kind == "f" and isinstance(v, int) and not isinstance(v, bool):
+            if int(float(v)) == v:
+                out.append(float(v))
+        else:
+            out.append(v)
+    if kind in "biu" and all(isinstance(v, int) for v in out):
+        return np.array(out, dtype=np.int64)
+    return np.array(out, dtype=np.float64 if kind == "f" else None)
+
+
 def _string_table(e: Expr[Any], batch: EventBatch, test: Any, log: Overflows) -> Mask:
     """Apply ``test`` to every dictionary string; index the result by the column's codes."""
     codes, valid, _ = _value(e, batch, log)
@@ -240,10 +263,8 @@ def _truth(e: Expr[bool], batch: EventBatch, log: Overflows) -> tuple[Mask, Mask
             res = _string_table(e.expr, batch, lambda s: s in values, log)
         else:
             a = _value(e.expr, batch, log)[0]
-            res = np.zeros(len(batch), dtype=np.bool_)
-            for v in e.values:  # exact equality with each constant (a few per predicate)
-                res |= compare("==", a, _value(Const(v), batch, log)[0])
-            res &= valid
+            consts = [_value(Const(v), batch, log)[0][:1] for v in e.values]
+            res = valid & np.isin(a, _exactly_as(a.dtype.kind, consts))
         if e.negated:
             res = valid & ~res
         return res, valid & ~res

@@ -452,3 +452,16 @@ def test_naive_and_aware_times_mix_value_by_value_whatever_the_batches() -> None
         + [Temp(at=pd.Timestamp(s).tz_localize(UTC).to_pydatetime()) for s in stamps[2:]],
         schema(),
     ).columns["at"].tolist()
+
+
+def test_times_outside_64_bit_nanoseconds_are_errors_not_wrapped() -> None:
+    late = np.array(["2000-01-01", "3000-01-01"], "datetime64[s]")
+    for data in (
+        pd.DataFrame({"event_type": ["Temp", "Temp"], "at": late}),
+        pa.table({"event_type": ["Temp", "Temp"], "at": pa.array(late)}),
+        [Temp(at=datetime(2000, 1, 1)), Temp(at=datetime(3000, 1, 1))],
+        [Temp(at=0), Temp(at=2**63)],
+    ):
+        with pytest.raises(DataError) as err:
+            to_batch(data, schema())
+        assert (err.value.row, err.value.column) == (1, "at")
