@@ -73,9 +73,13 @@ class Block:
 
 
 def _parse(path: Path) -> list[Block]:
-    doc = path.relative_to(ROOT).as_posix()
+    return _parse_text(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+
+
+def _parse_text(text: str, doc: str) -> list[Block]:
+    """The fenced blocks of a markdown text (fences may be indented, as in a list item)."""
     blocks: list[Block] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = text.splitlines()
     prose: list[str] = []
     k = 0
     while k < len(lines):
@@ -360,3 +364,22 @@ def test_links_stay_inside_the_repository(doc: str) -> None:
             assert anchor in _anchors(resolved), f"{doc}: no heading for #{anchor} in {file or doc}"
     for named in PATH.findall(text):
         assert named in CREATED or (ROOT / named).exists(), f"{doc} names {named}, which does not exist"
+
+
+# -- the checker itself ------------------------------------------------------------------
+def test_the_checker_finds_the_blocks_and_catches_wrong_claims() -> None:
+    """Guards against a parser that silently checks nothing or a show() check that passes."""
+    assert {lang: len(_blocks(lang)) >= 1 for lang in LANGUAGES} == dict.fromkeys(LANGUAGES, True)
+    assert len(_blocks("python")) >= 15 and len(_blocks("console")) >= 5
+    text = (
+        "intro\n\n  ```python\n  def show(x):\n      return [x]\n  show(1)  # [1]\n  ```\n"
+        "prints\n```text\nhi\n```\n"
+    )
+    parsed = _parse_text(text, "doc.md")
+    assert [(b.lang, b.line) for b in parsed] == [("python", 3), ("text", 9)]
+    assert parsed[1].prose_before == "prints"
+    namespace: dict[str, object] = {}
+    assert _run_python(parsed[0], namespace) == ("", 1)
+    wrong = Block("doc.md", 3, "python", parsed[0].text.replace("# [1]", "# [2]"), "")
+    with pytest.raises(AssertionError, match="show"):
+        _run_python(wrong, {})
