@@ -61,6 +61,7 @@ class CsvSource:
         self.handle: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
         self.size = None if path == "-" else Path(path).stat().st_size
         self.rows = 0
+        self.reader: Any = None  # the pandas reader of positional rows
         self.type_column = options.type_column or "event_type"
         try:
             self.columns = self._columns()
@@ -69,6 +70,8 @@ class CsvSource:
             raise
 
     def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()  # also closes the text wrapper pandas put around the handle
         if self.handle is not sys.stdin.buffer:
             self.handle.close()
 
@@ -249,28 +252,28 @@ class CsvSource:
             encoding_errors="surrogateescape",
             on_bad_lines="warn",
         )
+        self.reader = reader
         read = 0
-        with reader:
-            while True:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    try:
-                        raw = next(reader)
-                    except StopIteration:
-                        return
-                    except ValueError as err:
-                        raise InputError(f"malformed CSV after data row {read}: {err}".strip()) from None
-                skipped = [_SKIPPED.search(str(w.message)) for w in caught]
-                lines = [(int(m[1]) - 1, int(m[3])) for m in skipped if m]
-                if lines:
-                    row, fields = min(lines)
-                    if row > read:
-                        yield raw.iloc[: row - read].reset_index(drop=True)
-                    raise InputError(
-                        f"row has more fields than the {len(self.columns)} columns ({fields} fields)", row=row
-                    )
-                read += len(raw)
-                yield raw.reset_index(drop=True)
+        while True:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    raw = next(reader)
+                except StopIteration:
+                    return
+                except ValueError as err:
+                    raise InputError(f"malformed CSV after data row {read}: {err}".strip()) from None
+            skipped = [_SKIPPED.search(str(w.message)) for w in caught]
+            lines = [(int(m[1]) - 1, int(m[3])) for m in skipped if m]
+            if lines:
+                row, fields = min(lines)
+                if row > read:
+                    yield raw.iloc[: row - read].reset_index(drop=True)
+                raise InputError(
+                    f"row has more fields than the {len(self.columns)} columns ({fields} fields)", row=row
+                )
+            read += len(raw)
+            yield raw.reset_index(drop=True)
 
     # -- checking and converting ---------------------------------------------------------------
 
@@ -278,7 +281,7 @@ class CsvSource:
         """The checked frame of ``raw`` (text cells); ``suspects``: columns that may hold
         cells that are not UTF-8."""
         raw = raw.reset_index(drop=True)
-        _check_utf8(raw, base, suspects)
+        _check_utf8(raw, base, [c for c in suspects if c == self.type_column])
         if _OVERFLOW in raw.columns:
             extra = raw[_OVERFLOW].notna().to_numpy()
             if extra.any():
@@ -291,6 +294,7 @@ class CsvSource:
         check_event_types(names, self.schema, base, self.type_column)
         text = self._positional(raw, names, base) if self.positional else raw
         attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
+        _check_utf8(text, base, attributes if self.positional else [c for c in suspects if c in attributes])
         check_declared(text[attributes], names, self.schema, base)
         out: dict[str, Any] = {self.type_column: names.to_numpy(dtype=object)}
         for attr in attributes:

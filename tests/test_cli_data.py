@@ -1,0 +1,410 @@
+"""The readers behind ``pycel run`` (``pycel/cli/_csv.py``, ``_parquet.py``): bad input is a
+data error naming its row and column, never a traceback, and every match ending before the
+first bad row is written (checked against ``pycel.reference.evaluate`` on those rows).
+
+Covered: integers outside int64 (CSV text, Parquet uint64 and floats), ISO times with and
+without a UTC offset in one column, bytes that are not UTF-8 (file or stdin, any chunk),
+corrupted Parquet files, rows with too few or too many fields, cells of attributes the row's
+event type does not declare, columns the query reads that the file lacks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from ceql_paper_queries import STOCK_DECLARATION
+
+import pycel
+from pycel import ceql
+from pycel.cli import main
+from pycel.cli._data import InputError, ReadOptions, Schema, open_source
+
+NAMES = ("INTC", "RIMM", "QQQ", "MSFT")
+QUERY = (
+    "SELECT * FROM S WHERE SELL AS s ; BUY AS b FILTER s[name = 'INTC'] AND b[name = 'RIMM'] WITHIN 12 EVENTS"
+)
+Row = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def stock_frame(n: int, seed: int = 5) -> pd.DataFrame:
+    rng = random.Random(seed)
+    return pd.DataFrame(
+        {
+            "event_type": [rng.choice(("BUY", "SELL")) for _ in range(n)],
+            "name": [rng.choice(NAMES) for _ in range(n)],
+            "volume": [rng.choice((100, 500, 1000)) for _ in range(n)],
+            "price": [round(rng.uniform(5, 40), 2) for _ in range(n)],
+            "stock_time": [1000 + 10 * k for k in range(n)],
+        }
+    )
+
+
+def reference_rows(decl_text: str, query_text: str, events: Any) -> list[Row]:
+    decl = ceql.parse_declaration(decl_text)
+    pattern = ceql.parse_query(query_text, decl)
+    return sorted((m.start, m.end, m.valuation) for m in pycel.reference.evaluate(pattern, events))
+
+
+def jsonl_rows(text: str) -> list[Row]:
+    rows = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        start, end = obj.pop("start"), obj.pop("end")
+        rows.append((start, end, tuple(sorted((v, tuple(p)) for v, p in obj.items() if p))))
+    return sorted(rows)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def read_all(path: Path, decl_text: str, **options: Any) -> tuple[list[tuple[int, int]], InputError | None]:
+    """(base, rows) of every chunk the reader yields, and the error it ends with."""
+    source = open_source(str(path), Schema.of(ceql.parse_declaration(decl_text)), ReadOptions(**options))
+    spans = []
+    try:
+        for base, frame in source.chunks():
+            spans.append((base, len(frame)))
+    except InputError as err:
+        return spans, err
+    finally:
+        source.close()
+    return spans, None
+
+
+# -- a bad row: every match before it is written, then the error names it ----------------------
+
+BAD_ROW = 150  # 0-based position; the file's line BAD_ROW + 2 (after the header)
+
+
+def _edit(fields: list[str], kind: str) -> str:
+    edits = {
+        "text in a number": lambda f: [*f[:3], "cheap", f[4]],
+        "int above int64": lambda f: [*f[:2], "9223372036854775808", *f[3:]],
+        "uint64 max": lambda f: [*f[:2], "18446744073709551615", *f[3:]],
+        "int below int64": lambda f: [*f[:2], "-9223372036854775809", *f[3:]],
+        "1e19 for an int": lambda f: [*f[:2], "1e19", *f[3:]],
+        "short row": lambda f: f[:4],
+        "long row": lambda f: [*f, "1"],
+        "two extra fields": lambda f: [*f, "1", "2"],
+        "unknown event type": lambda f: ["TRADE", *f[1:]],
+    }
+    return ",".join(edits[kind](fields))
+
+
+CASES = {
+    # kind -> (column named in the error or None, words of the message)
+    "text in a number": ("price", "expected a number, got 'cheap'"),
+    "int above int64": ("volume", "64-bit range"),
+    "uint64 max": ("volume", "64-bit range"),
+    "int below int64": ("volume", "64-bit range"),
+    "1e19 for an int": ("volume", "64-bit range"),
+    "short row": (None, "row has fewer fields than the 5 columns"),
+    "long row": (None, "row has more fields than the 5 columns"),
+    "two extra fields": (None, "row has more fields than the 5 columns"),
+    "unknown event type": ("event_type", "unknown event type 'TRADE'"),
+    "not UTF-8": ("name", "not UTF-8 text: b'IN\\xffTC'"),
+}
+
+
+def _bad_csv(path: Path, df: pd.DataFrame, kind: str) -> None:
+    lines = df.to_csv(index=False).encode().splitlines()
+    if kind == "not UTF-8":
+        lines[BAD_ROW + 1] = lines[BAD_ROW + 1].replace(
+            b"," + df["name"][BAD_ROW].encode() + b",", b",IN\xffTC,"
+        )
+    else:
+        lines[BAD_ROW + 1] = _edit(lines[BAD_ROW + 1].decode().split(","), kind).encode()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 100_000])
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_bad_csv_row_keeps_every_match_before_it(
+    kind: str, chunk: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(300)
+    path = tmp_path / "bad.csv"
+    _bad_csv(path, df, kind)
+    column, message = CASES[kind]
+    code, out, err = run(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl", "--chunk-size", chunk
+    )
+    assert code == 1 and "Traceback" not in err
+    where = f"row {BAD_ROW + 1} (position {BAD_ROW})" + ("" if column is None else f", column '{column}'")
+    assert f"data error in {path}, {where}: " in err and message in err
+    expected = reference_rows(STOCK_DECLARATION, QUERY, df.head(BAD_ROW))
+    assert [e for _, e, _ in expected if e >= 128]  # matches in the bad row's chunk of 64 rows
+    assert jsonl_rows(out) == expected
+    spans, error = read_all(path, STOCK_DECLARATION, chunk_size=chunk)
+    assert error is not None and error.row == BAD_ROW
+    assert sum(n for _, n in spans) == BAD_ROW and all(
+        a + n == b for (a, n), (b, _) in zip(spans, spans[1:], strict=False)
+    )
+
+
+@pytest.mark.parametrize("kind", ["text in a number", "two extra fields", "unknown event type", "not UTF-8"])
+def test_positional_rows_keep_every_match_before_a_bad_row(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(300)
+    path = tmp_path / "bad.csv"
+    _bad_csv(path, df, kind)
+    code, out, err = run(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl", "--chunk-size", 64,
+        "--positional",
+    )  # fmt: skip
+    assert code == 1 and "Traceback" not in err
+    assert f"row {BAD_ROW + 1} (position {BAD_ROW})" in err
+    assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df.head(BAD_ROW))
+
+
+def test_the_first_bad_row_wins_over_later_ones_in_other_columns(tmp_path: Path) -> None:
+    df = stock_frame(100).astype({"volume": object, "price": object})
+    df.loc[70, "price"] = "cheap"
+    df.loc[40, "volume"] = "2.5"
+    df.loc[55, "name"] = None
+    path = tmp_path / "two.csv"
+    df.to_csv(path, index=False)
+    spans, error = read_all(path, STOCK_DECLARATION, chunk_size=100)
+    assert error is not None and (error.row, error.column) == (40, "volume")
+    assert spans == [(0, 40)]
+
+
+# -- non-UTF-8 bytes: the row and column, on stdin too -----------------------------------------
+
+
+@pytest.mark.parametrize("row", [0, 7, 55])
+def test_non_utf8_on_stdin_names_the_row(
+    row: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(70)
+    lines = df.to_csv(index=False).encode().splitlines()
+    lines[row + 1] = lines[row + 1].replace(b"BUY", b"B\xe9Y").replace(b"SELL", b"S\xe9LL")
+    stdin = io.TextIOWrapper(io.BytesIO(b"\n".join(lines) + b"\n"))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, out, err = run(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, "-", "-f", "jsonl", "--chunk-size", 5
+    )
+    assert code == 1 and "Traceback" not in err and "can't decode" not in err
+    assert (
+        f"data error in <stdin>, row {row + 1} (position {row}), column 'event_type': the cell is not UTF-8"
+        in err
+    )
+    expected = reference_rows(STOCK_DECLARATION, QUERY, df.head(row))
+    assert jsonl_rows(out) == expected and (expected or row < 10)
+
+
+# -- time: an ISO time without offset is UTC, per value -----------------------------------------
+
+TIME_DECL = (
+    "CREATE STREAM S { EVENT A { x: string, t: primary_time }, EVENT B { x: string, t: primary_time } }"
+)
+TIME_QUERY = "SELECT * FROM S WHERE A ; B WITHIN 5 SECONDS"
+
+
+@pytest.mark.parametrize(
+    "a_time",
+    [
+        "2024-01-01T00:00:00+01:00",  # 23:00 UTC the day before: an hour before B, no match
+        "2024-01-01T01:00:00+01:00",  # 00:00 UTC: 3 seconds before B, a match
+    ],
+)
+def test_times_with_and_without_offset_do_not_depend_on_chunks(
+    a_time: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text(f"event_type,x,t\nA,x,{a_time}\nB,x,2024-01-01T00:00:03\n")
+    events = pd.DataFrame(
+        {
+            "event_type": ["A", "B"],
+            "x": ["x", "x"],
+            "t": [pd.Timestamp(a_time).tz_convert("UTC"), pd.Timestamp("2024-01-01T00:00:03", tz="UTC")],
+        }
+    )
+    expected = reference_rows(TIME_DECL, TIME_QUERY, events)
+    outputs = []
+    for chunk in ("1", "100000"):
+        code, out, err = run(
+            capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl", "--chunk-size", chunk
+        )
+        assert code == 0, err
+        outputs.append(jsonl_rows(out))
+    assert outputs[0] == outputs[1] == expected
+    assert bool(expected) == a_time.startswith("2024-01-01T01")
+
+
+def test_a_column_mixing_offsets_and_utc_is_read_per_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(2)
+    stamps = [pd.Timestamp("2024-03-01T12:00:00", tz="UTC") + pd.Timedelta(seconds=2 * k) for k in range(60)]
+    cells = []
+    for when in stamps:  # the same instant written with a random offset, or none (UTC), or Z
+        hours = rng.choice([None, "Z", -5, 0, 1, 9])
+        if hours is None:
+            cells.append(when.tz_localize(None).isoformat())
+        elif hours == "Z":
+            cells.append(when.tz_localize(None).isoformat() + "Z")
+        else:
+            cells.append(when.tz_convert(f"Etc/GMT{-hours:+d}").isoformat())
+    names = [rng.choice("AB") for _ in stamps]
+    path = tmp_path / "mixed.csv"
+    path.write_text("event_type,x,t\n" + "".join(f"{n},x,{c}\n" for n, c in zip(names, cells, strict=True)))
+    expected = reference_rows(
+        TIME_DECL, TIME_QUERY, pd.DataFrame({"event_type": names, "x": "x", "t": stamps})
+    )
+    assert expected
+    for chunk in ("1", "7", "100000"):
+        code, out, err = run(
+            capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl", "--chunk-size", chunk
+        )
+        assert code == 0, err
+        assert jsonl_rows(out) == expected
+
+
+# -- Parquet: ints that do not fit, corrupted files --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "value"),
+    [
+        (pa.uint64(), 2**63),
+        (pa.uint64(), 2**64 - 1),
+        (pa.float64(), 1e19),
+        (pa.float64(), -1e19),
+        (pa.float64(), float("inf")),
+        (pa.float64(), float("nan")),
+        (pa.float64(), 1.5),
+    ],
+)
+def test_parquet_ints_outside_int64_are_errors(
+    arrow_type: Any, value: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(300)
+    volume = [*df["volume"].tolist()[:BAD_ROW], value, *df["volume"].tolist()[BAD_ROW + 1 :]]
+    table = pa.Table.from_pandas(df, preserve_index=False).set_column(
+        2, "volume", pa.array(volume, type=arrow_type, from_pandas=False)
+    )
+    path = tmp_path / "bad.parquet"
+    pq.write_table(table, path)
+    code, out, err = run(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl", "--chunk-size", 64
+    )
+    assert code == 1 and "Traceback" not in err
+    assert f"row {BAD_ROW + 1} (position {BAD_ROW}), column 'volume': expected an" in err
+    assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df.head(BAD_ROW))
+    # the same column with the bad value replaced by a fitting one is fine (uint64, floats)
+    fine = [*volume[:BAD_ROW], 100, *volume[BAD_ROW + 1 :]]
+    pq.write_table(table.set_column(2, "volume", pa.array(fine, type=arrow_type)), path)
+    code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
+    assert code == 0, err
+    assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df.assign(volume=fine))
+
+
+def test_parquet_integer_times_that_overflow_nanoseconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"event_type": ["A", "B", "B"], "x": "x", "t": [1, 3, 10**11]}).to_parquet(path, index=False)
+    code, out, err = run(
+        capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl", "--time-unit", "s"
+    )
+    assert code == 1 and "row 3 (position 2), column 't'" in err and "nanosecond range" in err
+    events = pd.DataFrame({"event_type": ["A", "B"], "x": "x", "t": pd.to_datetime([1, 3], unit="s")})
+    assert jsonl_rows(out) == reference_rows(TIME_DECL, TIME_QUERY, events) != []
+
+
+def test_corrupted_parquet_is_a_one_line_data_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ok.parquet"
+    stock_frame(200).to_parquet(path, index=False)
+    good = path.read_bytes()
+    # The pandas metadata in the footer (JSON) made invalid: pycel does not need it.
+    meta = good.find(b'{"index_columns"')
+    broken = good[:meta] + b"[" + good[meta + 1 :]
+    path.write_bytes(broken)
+    code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
+    assert code == 0, err
+    assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, stock_frame(200))
+    failures = 0
+    for offset in range(4, len(good) - 8, 37):  # single corrupted bytes all over the file
+        damaged = bytearray(good)
+        damaged[offset] ^= 0xA5
+        path.write_bytes(bytes(damaged))
+        code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-q")
+        assert code in (0, 1) and "Traceback" not in err
+        assert code == 0 or (len(err.strip().splitlines()) <= 2 and str(path) in err)
+        failures += code == 1
+    assert failures  # some damage is detected (Parquet has no checksums by default: not all)
+
+
+# -- missing and extra data (docs/data.md): one policy ----------------------------------------
+
+AB_DECL = "CREATE STREAM S { EVENT A { x: int, t: int }, EVENT B { y: int, t: int } }"
+AB_QUERY = "SELECT * FROM S WHERE A AS a ; B AS b FILTER a[x > 0] AND b[y > 0]"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_cell_for_an_attribute_the_type_lacks_is_an_error(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = pd.DataFrame(
+        {
+            "event_type": ["A", "B", "A", "B", "A"],
+            "x": [1, None, 2, None, 3],
+            "y": [None, 1, None, 2, 7],  # row 4 (an A) has a y
+            "t": [1, 2, 3, 4, 5],
+        }
+    ).astype({"x": "Int64", "y": "Int64"})
+    path = tmp_path / f"e.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+    code, out, err = run(
+        capsys, "run", "-d", AB_DECL, "--query", AB_QUERY, path, "-f", "jsonl", "--chunk-size", 2
+    )
+    assert code == 1 and "row 5 (position 4), column 'y': event type A has no attribute 'y'" in err
+    assert jsonl_rows(out) == reference_rows(AB_DECL, AB_QUERY, df.head(4)) != []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_column_the_query_reads_must_be_in_the_file(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(50).drop(columns=["price"])
+    path = tmp_path / f"e.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+    spans, error = read_all(path, STOCK_DECLARATION)
+    assert error is None and spans == [(0, 50)]
+    frame = next(
+        open_source(str(path), Schema.of(ceql.parse_declaration(STOCK_DECLARATION)), ReadOptions()).chunks()
+    )[1]
+    assert "price" not in frame.columns  # not made up as nulls
+    query = QUERY.replace("b[name = 'RIMM']", "b[price > 10]")
+    code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", query, path)
+    assert code == 1 and "column 'price'" in err and "Traceback" not in err
+    code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
+    assert code == 0, err  # a query that does not read price runs
+    assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df)
+
+
+def test_parquet_unknown_and_duplicate_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "e.parquet"
+    stock_frame(10).assign(colour="red").to_parquet(path, index=False)
+    code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path)
+    assert code == 1 and "column 'colour'" in err
+    table = pa.Table.from_pandas(stock_frame(10), preserve_index=False)
+    pq.write_table(table.append_column("name", table.column("name")), path)
+    code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path)
+    assert code == 1 and "two columns named 'name'" in err and "Traceback" not in err
