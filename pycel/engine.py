@@ -459,7 +459,7 @@ class Stream:
         def column(attr: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
             if attr not in batch.columns:
                 return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
-            return key_values(batch.columns[attr], dtype_of[attr]), batch.valid[attr]
+            return key_values(batch.columns[attr], dtype_of[attr], batch.valid[attr], attr), batch.valid[attr]
 
         keys = np.zeros((max(1, len(arrays["combos"])), n), dtype=np.int64)
         valid = np.ones((max(1, len(arrays["combos"])), n), dtype=np.bool_)

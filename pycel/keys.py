@@ -30,12 +30,50 @@ from .joins import JoinKey
 FORGET_SLACK = 4096
 
 
-def key_values(values: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.int64]:
+def key_values(
+    values: npt.NDArray[Any],
+    dtype: str,
+    valid: npt.NDArray[np.bool_] | None = None,
+    column: str | None = None,
+) -> npt.NDArray[np.int64]:
     """Column values as int64 keys: equal values, equal keys (floats by their bits, with
-    -0.0 and 0.0 the same key; strings are already dictionary codes)."""
+    -0.0 and 0.0 the same key; strings are already dictionary codes).
+
+    An int column keyed as float (an equality join of an int and a float attribute) must
+    hold values float64 represents exactly: a ``valid`` value above 2**53 that it rounds
+    is a :class:`DataError` (it would be equal to a float it is not equal to).
+    """
     if dtype == "float":
+        if valid is not None and values.dtype.kind in "iu":
+            check_exact_floats(values, valid, column)
         return (values.astype(np.float64) + 0.0).view(np.int64)
     return values.astype(np.int64)
+
+
+def check_exact_floats(values: npt.NDArray[Any], valid: npt.NDArray[np.bool_], column: str | None) -> None:
+    """Raise at the first valid int that float64 cannot represent exactly."""
+    bad = valid & ~_exact_as_float(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise inexact_join_error(int(values[row]), row, column)
+
+
+def inexact_join_error(value: int, row: int, column: str | None) -> DataError:
+    """The error of an int that an int-float equality join would compare rounded."""
+    return DataError(
+        f"an equality join compares this int attribute with a float attribute as 64-bit floats, "
+        f"and {value} has no exact 64-bit float",
+        row=row,
+        column=column,
+    )
+
+
+def _exact_as_float(values: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    as_float = values.astype(np.float64)
+    inside = as_float < 2.0**63  # float(2**63 - 1) is 2**63, which int64 cannot hold
+    back = np.where(inside, as_float, 0).astype(np.int64)
+    exact: npt.NDArray[np.bool_] = inside & (back == values)
+    return exact
 
 
 def join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
@@ -44,6 +82,8 @@ def join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64]
     n = len(batch)
     col = np.zeros(n, dtype=np.int64)
     present = np.zeros(n, dtype=np.bool_)
+    inexact = np.zeros(n, dtype=np.bool_)  # int values a float join key would round
+    inexact_column = np.full(n, "", dtype=object)
     for tid, supertypes in enumerate(batch.schema.supertypes):
         names = {a for t, a in join.attributes if t in supertypes}
         if not names:
@@ -59,6 +99,13 @@ def join_values(batch: EventBatch, join: JoinKey) -> tuple[npt.NDArray[np.int64]
             continue
         col[rows] = key_values(batch.columns[attr][rows], join.dtype)
         present[rows] = batch.valid[attr][rows]
+        if join.dtype == "float" and batch.schema.fields.get(attr) == "int":
+            inexact[rows] = present[rows] & ~_exact_as_float(batch.columns[attr][rows])
+            inexact_column[rows] = attr
+    if inexact.any():
+        row = int(np.flatnonzero(inexact)[0])
+        attr = str(inexact_column[row])
+        raise inexact_join_error(int(batch.columns[attr][row]), row, attr)
     return col, present
 
 

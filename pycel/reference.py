@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .checks import check, event_types
+from .checks import check, event_types, is_equality_join
 from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from .errors import DataError
-from .expr import Attr, Expr, conjuncts, eval_scalar
+from .expr import Attr, Compare, Expr, conjuncts, eval_scalar
 from .ingest import (
     DEFAULT_TYPE_COLUMN,
     EventBatch,
@@ -30,6 +30,7 @@ from .ingest import (
     time_values,
     to_batch,
 )
+from .keys import inexact_join_error
 from .matches import Match, Matches
 from .query import QuerySpec, split_query
 
@@ -138,6 +139,60 @@ def _check_overflow(body: Pattern, batch: EventBatch) -> None:
                 eval_scalar(pred, dict.fromkeys(pred.variables(), values))
             except DataError as err:
                 raise _overflow(str(err), batch.offset + k, pred) from None
+
+
+def _atom_labels(node: Pattern, labels: frozenset[str] = frozenset()) -> list[tuple[str, frozenset[str]]]:
+    """(event type, labels) of every atom of ``node`` (its variable and enclosing AS)."""
+    if isinstance(node, (Atom, NotAtom)):
+        return [(_type_name(node.event), labels | {node.var})]
+    if isinstance(node, As):
+        labels = labels | {node.var}
+    return [a for child in node.children() for a in _atom_labels(child, labels)]
+
+
+def _rounded_join_sides(body: Pattern) -> list[tuple[str, str]]:
+    """The (variable, int attribute) members of equality-join classes that also hold a
+    float attribute: the engine keys such a class by float64 values."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+    dtypes: dict[tuple[str, str], str] = {}
+
+    def root(k: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    todo = [body]
+    while todo:
+        node = todo.pop()
+        todo.extend(node.children())
+        if not isinstance(node, Filter) or node.post_filter:
+            continue
+        for part in conjuncts(node.predicate):
+            if is_equality_join(part) and isinstance(part, Compare):
+                sides = [(a.var or "", a.name) for a in (part.left, part.right) if isinstance(a, Attr)]
+                if len(sides) == 2:
+                    dtypes.update({sides[0]: part.left.dtype, sides[1]: part.right.dtype})
+                    parent[root(sides[0])] = root(sides[1])
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for k, dtype in dtypes.items():
+        kinds.setdefault(root(k), set()).add(dtype)
+    return sorted(k for k, d in dtypes.items() if d == "int" and {"int", "float"} <= kinds[root(k)])
+
+
+def _check_join_floats(body: Pattern, batch: EventBatch) -> None:
+    """An int value that an int-float equality join would compare rounded (no exact
+    float64) is a DataError at the first such event, as in the engine."""
+    sides = _rounded_join_sides(body)
+    if not sides:
+        return
+    atoms = _atom_labels(body)
+    checks = [(attr, {t for t, labels in atoms if var in labels}) for var, attr in sides]
+    for k in range(len(batch)):
+        types = batch.schema.supertypes[int(batch.type_ids[k])]
+        for attr, readers in checks:
+            value = batch.value(attr, k) if types & readers else None
+            if value is not None and int(float(value)) != value:
+                raise inexact_join_error(value, batch.offset + k, attr)
 
 
 def _check_post_filters(parts: Sequence[Expr[bool]], v: Valuation, stream: _Stream, end: int) -> None:
@@ -285,6 +340,7 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
         times = {batch.offset + k: column[k] for k in range(n)}
         if spec.window.unit == "seconds" and batch.schema.fields[spec.window.on] == "time":
             scale = 1_000_000_000  # timestamps are nanoseconds
+    _check_join_floats(spec.body, batch)
     _check_overflow(spec.body, batch)
     post_parts = _post_filters(spec.body)
     # Partitions: sub-streams of equal, non-null key values (one stream when unpartitioned).

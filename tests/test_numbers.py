@@ -216,3 +216,27 @@ def test_generated_numbers_in_pieces(case: tuple[Any, list[Num]], data: st.DataO
 
 def test_number_types_are_the_generated_ones() -> None:
     assert {N0.__name__, N1.__name__} == {"N0", "N1"} and Num.__fields__["n"] == "int"
+
+
+def test_an_int_float_equality_join_is_exact_or_an_error() -> None:
+    """An equality join of an int and a float attribute runs on float64 keys: exact up to
+    2**53 (3 joins 3.0), a DataError for an int that float64 would round."""
+    class Sold(Event):
+        volume: Field[int]
+
+    class Quote(Event):
+        price: Field[float]
+
+    s, q = pycel.alias(Sold, "s"), pycel.alias(Quote, "q")
+    pattern = pycel.seq(s, q).where(s.volume == q.price)
+    events: list[Event] = [Sold(volume=3), Quote(price=0.5), Quote(price=3.0)]
+    engine, reference = both(pattern, events)
+    assert engine == reference == {(0, 2, (("q", (2,)), ("s", (0,))))}
+    events = [Quote(price=0.5), Sold(volume=3), Sold(volume=2**53 + 1), Quote(price=2.0**53)]
+    assert both(pattern, events) == (("DataError", 2),) * 2
+    s = pycel.alias(Stock, "s")
+    # a post-filter compares exactly instead
+    exact = pycel.seq(s, b).where(s.volume == b.price, post_filter=True)
+    events = [Stock(volume=2**53 + 1), Stock(price=2.0**53), Stock(volume=2**53), Stock(price=2.0**53)]
+    engine, reference = both(exact, events)
+    assert engine == reference and {(m[0], m[1]) for m in engine} == {(2, 3)}
