@@ -366,6 +366,13 @@ def test_links_stay_inside_the_repository(doc: str) -> None:
         assert named in CREATED or (ROOT / named).exists(), f"{doc} names {named}, which does not exist"
 
 
+def test_every_doc_is_linked_from_the_readme() -> None:
+    linked = {target.partition("#")[0] for target in LINK.findall((ROOT / "README.md").read_text())}
+    docs = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "docs").glob("*.md"))]
+    missing = [doc for doc in docs if doc not in linked]
+    assert not missing, f"README.md links none of {missing}"
+
+
 # -- the checker itself ------------------------------------------------------------------
 def test_the_checker_finds_the_blocks_and_catches_wrong_claims() -> None:
     """Guards against a parser that silently checks nothing or a show() check that passes."""
