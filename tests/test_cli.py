@@ -8,6 +8,7 @@ Most tests call ``pycel.cli.main([...])`` in-process (capsys); a few run
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import subprocess
@@ -15,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from ceql_paper_queries import OTHER_OPERATORS, S3_LITERAL, STOCK_DECLARATION, stock_query
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pycel
 from pycel import ceql
@@ -640,3 +644,247 @@ def test_python_dash_m_pycel_matches_in_process(
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "line 1, column 23" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- data errors: nothing lost, no traceback ---------------------------------------------------
+
+PAIR_QUERY = (
+    "SELECT * FROM S WHERE SELL AS s ; BUY AS b "
+    "FILTER s[name = 'INTC'] AND b[name = 'QQQ'] WITHIN 3000 [stock_time]"
+)
+DENSE_QUERY = (
+    "SELECT * FROM S WHERE SELL AS s ; BUY AS b ; BUY AS c "
+    "FILTER s[name = 'INTC'] AND b[name = 'RIMM'] AND c[name = 'QQQ'] WITHIN 3000 [stock_time]"
+)
+
+
+def reference_rows(decl_text: str, query_text: str, frame: pd.DataFrame) -> list[Row]:
+    decl = ceql.parse_declaration(decl_text)
+    return sorted(rows_of_matches(pycel.reference.evaluate(ceql.parse_query(query_text, decl), frame)))
+
+
+@pytest.mark.parametrize("chunk", ["1000", "64"])
+@pytest.mark.parametrize("fault", ["reader", "engine"])
+def test_matches_before_a_bad_row_are_written(
+    stock: dict[str, Any], chunk: str, fault: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bad row is inside a chunk: the chunk's rows before it are still evaluated and
+    every match ending there written (the reader's error, or the engine's at push)."""
+    df = stock_csv(stock["dir"] / "dense.csv", 300, seed=5, step=(10, 60))
+    bad = 211  # 0-based data row; with --chunk-size 64 its chunk starts at row 192
+    lines = (stock["dir"] / "dense.csv").read_text().splitlines()
+    cells = lines[bad + 1].split(",")
+    if fault == "reader":
+        cells[3], column, message = "cheap", "price", "expected a number, got 'cheap'"
+    else:
+        cells[4], column, message = "5", "stock_time", "time goes backwards"
+    lines[bad + 1] = ",".join(cells)
+    path = stock["dir"] / "bad.csv"
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", PAIR_QUERY, path, "-f", "jsonl", "--chunk-size", chunk
+    )
+    assert code == 1
+    assert f"data error in {path}, row {bad + 1} (position {bad}), column '{column}': {message}" in err
+    assert f"output complete before row {bad + 1}: {bad} events, " in err
+    expected = reference_rows(STOCK_DECLARATION, PAIR_QUERY, df.head(bad))
+    assert len([e for _, e, _ in expected if e >= 192]) > 3  # the bad row's chunk has matches before it
+    assert sorted(rows_of_jsonl(out)) == expected
+    assert f"{len(expected)} matches" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 2
+
+
+def test_feeder_holds_at_most_a_batch_of_matches(tmp_path: Path) -> None:
+    """Matches are written per push, and pushes shrink so that one holds at most about
+    ``budget`` matches: on a dense S3-like stream the most matches held at once stays
+    under the budget, and the output is the reference's."""
+    from pycel.cli import Feeder
+    from pycel.cli._output import Writer
+
+    df = stock_csv(tmp_path / "dense.csv", 150, seed=7, step=(5, 30))
+    decl = ceql.parse_declaration(STOCK_DECLARATION)
+    pattern = ceql.parse_query(DENSE_QUERY, decl)
+    query = pycel.compile(pattern, types=decl.values())
+    expected = sorted(rows_of_matches(pycel.reference.evaluate(pattern, df)))
+    ends = np.bincount([e for _, e, _ in expected])
+    budget = 2 * int(ends.max())  # some rows end budget / 2 matches
+    per_frame = np.bincount([e // 50 for _, e, _ in expected])
+    assert per_frame.max() > budget  # one push per 50-row frame would hold more
+    out = io.StringIO()
+    feeder = Feeder(query.stream(), Writer("jsonl", out, ["s", "b", "c"]), "event_type", budget)
+    for at in range(0, len(df), 50):
+        feeder.feed(df.iloc[at : at + 50].reset_index(drop=True))
+    assert feeder.writer.written == len(expected)
+    assert 0 < feeder.largest <= budget
+    assert sorted(rows_of_jsonl(out.getvalue())) == expected
+
+
+def test_match_batch_option_keeps_the_output(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_csv(stock["dir"] / "dense.csv", 150, seed=7, step=(5, 30))
+    outputs = []
+    for batch in ("1", "7", "100000"):
+        code, out, _ = cli(
+            capsys, "run", "-d", stock["decl"], "--query", DENSE_QUERY, stock["dir"] / "dense.csv",
+            "-f", "jsonl", "--match-batch", batch,
+        )  # fmt: skip
+        assert code == 0
+        outputs.append(sorted(rows_of_jsonl(out)))
+    assert outputs[0] == outputs[1] == outputs[2] == reference_rows(STOCK_DECLARATION, DENSE_QUERY, df)
+
+
+def _per_match_lines(matches: pycel.Matches, fmt: str, variables: list[str]) -> str:
+    """The output formats spelt out per match (the writer builds them with array operations)."""
+    lines = []
+    key = {v: f"var.{v}" if v in ("start", "end") else v for v in variables}
+    for m in matches:
+        bound = {v: list(m[v]) for v in variables}
+        if fmt == "jsonl":
+            lines.append(
+                json.dumps({"start": m.start, "end": m.end, **{key[v]: bound[v] for v in variables}})
+            )
+        elif fmt == "csv":
+            lines.append(
+                ",".join([str(m.start), str(m.end), *(" ".join(map(str, bound[v])) for v in variables)])
+            )
+        else:
+            shown = "  ".join(f"{v}={','.join(map(str, bound[v]))}" for v in variables if bound[v])
+            lines.append(f"[{m.start}, {m.end}]  {shown}".rstrip())
+    return "".join(line + "\n" for line in lines)
+
+
+@given(data=st.data())
+@settings(max_examples=60)
+def test_writer_equals_per_match_formatting(data: st.DataObject) -> None:
+    """Entries in any order, repeated, of variables not written; big positions."""
+    from pycel.cli._output import Writer
+
+    names = ["a", "start", "b", "end", "c"]
+    n = data.draw(st.integers(0, 6))
+    starts, ends, offsets, var_ids, positions = [], [], [0], [], []
+    for _ in range(n):
+        entries = data.draw(
+            st.lists(
+                st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 9, 10, 99, 10**12, 2**62])), max_size=6
+            )
+        )
+        var_ids += [v for v, _ in entries]
+        positions += [p for _, p in entries]
+        offsets.append(len(var_ids))
+        starts.append(data.draw(st.integers(0, 10**6)))
+        ends.append(data.draw(st.integers(0, 2**62)))
+    matches = pycel.Matches(
+        np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64), np.array(offsets, dtype=np.int64),
+        np.array(var_ids, dtype=np.int32), np.array(positions, dtype=np.int64), tuple(names),
+    )  # fmt: skip
+    written = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=4))
+    for fmt in ("text", "jsonl", "csv"):
+        out = io.StringIO()
+        Writer(fmt, out, written).write(matches)
+        header = "start,end," + ",".join(f"var.{v}" if v in ("start", "end") else v for v in written) + "\n"
+        text = out.getvalue()
+        if fmt == "csv":
+            assert text.startswith(header.replace(",\n", "\n"))
+            text = text.split("\n", 1)[1]
+        assert text == _per_match_lines(matches, fmt, written)
+
+
+def test_errors_without_traceback(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """The cases of issue 12 that printed a traceback: one line each, exit 1 for data and 2
+    for the query."""
+    run = ["run", "-d", stock["decl"], "--query"]
+    not_utf8 = stock["dir"] / "latin1.csv"
+    not_utf8.write_bytes(
+        b"event_type,name,volume,price,stock_time\nSELL,INTC,1,2.0,10\nBUY,M\xfcller,1,2.0,11\n"
+    )
+    code, _, err = cli(capsys, *run, stock["query"], not_utf8)
+    assert code == 1 and "row 2 (position 1), column 'name'" in err and "UTF-8" in err
+    parquet = stock["dir"] / "stocks.parquet"
+    stock["df"].to_parquet(parquet, index=False)
+    raw = parquet.read_bytes()
+    footer, page = stock["dir"] / "footer.parquet", stock["dir"] / "page.parquet"
+    footer.write_bytes(raw[:-20] + b"x" * 12 + raw[-8:])
+    page.write_bytes(raw[:100] + bytes(b ^ 0xFF for b in raw[100:400]) + raw[400:])
+    for path in (footer, page):
+        code, out, err = cli(capsys, *run, stock["query"], path)
+        assert code == 1 and out == "" and f"data error in {path}" in err
+    queries = {
+        "SELECT * FROM S WHERE SELL ; BUY LIMIT 9223372036854775808": "LIMIT",
+        "SELECT * FROM S WHERE SELL ; BUY WITHIN 9223372036854775807 EVENTS": "WITHIN",
+        "SELECT * FROM S WHERE SELL ; BUY WITHIN 1e400 [stock_time]": "WITHIN",
+    }
+    for query, word in queries.items():
+        code, out, err = cli(capsys, *run, query, stock["data"])
+        assert code == 2 and out == "" and f"error in <query>: {word}" in err
+        assert len(err.splitlines()) == 1
+    for _, _, err in [cli(capsys, *run, stock["query"], p) for p in (not_utf8, footer, page)]:
+        assert "Traceback" not in err
+
+
+def test_non_utf8_on_stdin_names_the_row(stock: dict[str, Any]) -> None:
+    data = b"event_type,name,volume,price,stock_time\nSELL,INTC,1,2.0,10\nBUY,\xff,1,2.0,11\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pycel", "run", "-d", stock["decl"], "--query", stock["query"], "-"],
+        input=data, capture_output=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err
+    assert "data error in <stdin>, row 2 (position 1), column 'name'" in err
+
+
+def test_unexpected_exceptions_are_one_line_internal_errors(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug is reported in one line asking for a report: exit 1 once data is being read,
+    2 before; PYCEL_DEBUG=1 adds the traceback."""
+    from pycel.engine import Stream
+
+    args = ["run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "--chunk-size", "100"]
+    real_push = Stream.push
+
+    def failing_push(self: Stream, data: Any, **kwargs: Any) -> pycel.Matches:
+        if self.offset >= 100:
+            raise RuntimeError("boom\nsecond line")
+        return real_push(self, data, **kwargs)
+
+    monkeypatch.setattr(Stream, "push", failing_push)
+    code, _, err = cli(capsys, *args)
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[0] == (
+        f"pycel: internal error while reading {stock['data']} after row 100: RuntimeError: boom second line "
+        "(please report this with the command; PYCEL_DEBUG=1 shows the traceback)"
+    )
+    assert "output complete before row 101: 100 events" in err
+    monkeypatch.setenv("PYCEL_DEBUG", "1")
+    code, _, err = cli(capsys, *args)
+    assert code == 1 and "Traceback" in err and "internal error" in err
+    monkeypatch.delenv("PYCEL_DEBUG")
+
+    def failing_compile(*_: Any, **__: Any) -> Any:
+        raise OverflowError("int too large")
+
+    monkeypatch.setattr("pycel.cli.compile_query", failing_compile)
+    code, _, err = cli(capsys, *args)
+    assert code == 2 and "internal error while preparing the run: OverflowError: int too large" in err
+    assert "Traceback" not in err
+
+
+def test_a_failing_output_is_a_clear_error(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    code, _, err = cli(
+        capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"], "-o", "/dev/full"
+    )
+    assert code == 1 and "pycel: cannot write the matches: No space left on device" in err
+    assert "Traceback" not in err
+
+
+def test_missing_time_attribute_names_the_option(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = "SELECT * FROM S WHERE SELL ; BUY WITHIN 5 SECONDS"
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"])
+    assert code == 2 and "give --time-attribute ATTR" in err and "parse_query" not in err
+    code, _, err = cli(capsys, "explain", query, "-d", stock["decl"])
+    assert code == 2 and "give --time-attribute ATTR" in err

@@ -6,33 +6,44 @@
     pycel explain s3.ceql --declaration stocks.ceql
     python -m pycel run ...
 
-Exit status: 0 success; 1 bad data (the message names the row and column); 2 bad usage or
-a query the engine cannot run (syntax errors show line and column). See ``docs/cli.md``.
+Exit status: 0 success; 1 bad data (the message names the row and column; every match
+ending before the bad row is written first); 2 bad usage or a query the engine cannot run
+(syntax errors show line and column). An unexpected exception is one line asking for a
+report (1 once data is read, 2 before), never a traceback. See ``docs/cli.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
+import traceback
 import warnings
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, Protocol
+
+import pandas as pd
 
 from ..ceql import bound_variables
-from ..engine import CompiledQuery
+from ..engine import CompiledQuery, Stream
 from ..engine import compile as compile_query
 from ..errors import CeqlSyntaxError, DataError, PatternError, UnsupportedError
+from ..matches import Matches
 from ..query import split_query
 from ._data import TIME_UNITS, InputError, ReadOptions, Schema, open_source
 from ._explain import explain
 from ._load import Loaded, SourceError, UsageError, load
-from ._output import FORMATS, Progress, Writer, summary
+from ._output import FORMATS, OutputError, Progress, Writer, summary
 
-__all__ = ["main", "build_parser"]
+__all__ = ["Feeder", "build_parser", "main"]
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
+#: Matches held in memory at most (about) before they are written: ``--match-batch``.
+MATCH_BATCH = 100_000
+_RATE_DECAY = 0.9  # how fast Feeder forgets a burst of matches, per push
 
 
 def _positive(text: str) -> int:
@@ -94,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="unit of integer values of primary_time/timestamp attributes (default: ns)",
     )
     run.add_argument("--input-format", choices=("csv", "parquet"), help="default: by the file name")
+    run.add_argument(
+        "--match-batch",
+        type=_positive,
+        default=MATCH_BATCH,
+        metavar="N",
+        help=f"hold about N matches at most before writing them (default: {MATCH_BATCH:,})",
+    )
     run.add_argument("--progress", action="store_true", help="show progress even if stderr is not a terminal")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress line, summary or warnings")
 
@@ -131,7 +149,7 @@ def _say(message: str) -> None:
 
 def _source_error(err: SourceError) -> int:
     kind = "syntax error" if isinstance(err.error, CeqlSyntaxError) else "error"
-    _say(f"{kind} in {err.label}: {err.error}")
+    _say(f"{kind} in {err.label}: {err.message}")
     return EXIT_USAGE
 
 
@@ -157,6 +175,84 @@ def _data_error(err: DataError, label: str, base: int) -> int:
         where.append(f"column {err.column!r}")
     _say(f"data error in {', '.join(where)}: {_bare_message(err)}")
     return EXIT_DATA
+
+
+class _Source(Protocol):
+    """What ``pycel run`` needs of an event file reader (``_data.CsvSource``, ``_parquet.ParquetSource``)."""
+
+    type_column: str
+
+    def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]: ...
+    def fraction(self) -> float | None: ...
+    def close(self) -> None: ...
+
+
+class Feeder:
+    """Pushes frames into ``stream`` and writes the matches of each push before the next,
+    so that memory holds about ``budget`` matches at most, whatever the matches per chunk.
+
+    The engine enumerates every match of a pushed batch at once, so a frame is pushed in
+    sub-batches whose size adapts to the matches seen: each push takes about a quarter of
+    ``budget`` divided by the matches per row, the highest rate of the recent pushes (it
+    decays by 10 % a push, and a push takes at most twice the rows of the one before).
+    Matches come in bursts (S3's all end at QQQ events), hence the margin; only a burst
+    four times denser than any recent one, or more than ``budget`` matches ending in one
+    row (they are enumerated together), holds more.
+
+    A data error at a row of a frame stops the feeding after the rows before it: they
+    are pushed and their matches written (a push that fails changes nothing), then the
+    error is raised as an :class:`InputError` naming the row's stream position.
+
+    Example::
+
+        feeder = Feeder(query.stream(), Writer("jsonl", sys.stdout, ["a", "b"]), "type", 100_000)
+        for _, frame in source.chunks():
+            feeder.feed(frame)
+    """
+
+    def __init__(self, stream: Stream, writer: Writer, type_column: str, budget: int) -> None:
+        self.stream = stream
+        self.writer = writer
+        self.type_column = type_column
+        self.budget = budget
+        self.rows = max(1, budget // 100)  # the size of the next push
+        self.rate = 0.0  # matches per row, the highest of the recent pushes (decaying)
+        self.largest = 0  # the most matches one push returned: how many were held at once
+        self.pushes = 0
+
+    def feed(self, frame: pd.DataFrame, after_push: Callable[[], None] | None = None) -> None:
+        """Push every row of ``frame`` (or those before its first bad row, then raise)."""
+        at, end = 0, len(frame)
+        failure: InputError | None = None
+        while at < end:
+            stop = min(end, at + self.rows)
+            part = frame if stop - at == len(frame) else frame.iloc[at:stop]
+            try:
+                matches = self.stream.push(part, type_column=self.type_column)
+            except DataError as err:
+                if isinstance(err, InputError) or err.row is None or not 0 <= err.row < stop - at:
+                    raise
+                # Rows before the bad one are fine: push them (in smaller pushes if they
+                # raise in turn on an earlier row), then report the first bad row.
+                failure = InputError(_bare_message(err), row=self.stream.offset + err.row, column=err.column)
+                end = at + err.row
+                continue
+            self._written(matches, stop - at)
+            at = stop
+            if after_push is not None:
+                after_push()
+        if failure is not None:
+            raise failure
+
+    def _written(self, matches: Matches, rows: int) -> None:
+        """Write one push's matches, then size the next push."""
+        found = len(matches)
+        self.pushes += 1
+        self.largest = max(self.largest, found)
+        self.writer.write(matches)
+        self.rate = max(found / max(rows, 1), self.rate * _RATE_DECAY)
+        grown = 2 * max(rows, 1)
+        self.rows = grown if self.rate == 0 else max(1, min(grown, int(self.budget / 4 / self.rate)))
 
 
 def output_variables(query: CompiledQuery, loaded: Loaded) -> list[str]:
@@ -196,6 +292,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read {label}: {err.strerror or err}") from None
     except DataError as err:
         return _data_error(err, label, 0)
+    except Exception as err:  # a bug in reading the file's head: one line, as for data errors
+        _internal_error(err, f"opening {label}")
+        return EXIT_DATA
     out: IO[str] = sys.stdout
     try:
         if args.output not in (None, "-"):
@@ -203,33 +302,78 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:
         source.close()
         raise UsageError(f"cannot write {args.output}: {err.strerror or err}") from None
-    progress = Progress(sys.stderr, args.progress or (sys.stderr.isatty() and not args.quiet))
-    began = time.perf_counter()
-    stream = query.stream()
-    found = base = 0
     try:
         writer = Writer(args.format, out, output_variables(query, loaded))
-        for base, frame in source.chunks():  # noqa: B007 (base is read by the DataError handler)
-            matches = stream.push(frame, type_column=source.type_column)
-            writer.write(matches)
-            found += len(matches)
-            progress.update(stream.offset, found, source.fraction())
-        out.flush()
-    except DataError as err:
-        progress.done()
-        return _data_error(err, label, base)
-    except KeyboardInterrupt:
-        progress.done()
-        _say(f"interrupted after {summary(stream.offset, found, time.perf_counter() - began)}")
-        return EXIT_INTERRUPTED
+        feeder = Feeder(query.stream(), writer, source.type_column, args.match_batch)
+        return _feed_all(args, source, feeder, label)
     finally:
         source.close()
         if out is not sys.stdout:
-            out.close()
+            with contextlib.suppress(OSError):  # already reported: the writes failed
+                out.close()
+
+
+def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: str) -> int:
+    """Read every chunk into ``feeder`` and report how it ended: the summary, or the error
+    after the matches of the rows before it (see docs/cli.md, exit status)."""
+    progress = Progress(sys.stderr, args.progress or (sys.stderr.isatty() and not args.quiet))
+    began = time.perf_counter()
+    base = 0
+
+    def pushed() -> None:
+        progress.update(feeder.stream.offset, feeder.writer.written, source.fraction())
+
+    def report() -> str:
+        return summary(feeder.stream.offset, feeder.writer.written, time.perf_counter() - began)
+
+    def stopped() -> None:
+        if not args.quiet:
+            _say(f"output complete before row {feeder.stream.offset + 1:,}: {report()}")
+
+    try:
+        for base, frame in source.chunks():  # noqa: B007 (base is read by the DataError handler)
+            feeder.feed(frame, pushed)
+        feeder.writer.flush()
+    except DataError as err:
+        progress.done()
+        _data_error(err, label, base)
+        stopped()
+        return EXIT_DATA
+    except OutputError as err:  # (no summary: what was written is unknown)
+        progress.done()
+        _say(f"cannot write the matches: {err}")
+        return EXIT_DATA
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # the reader's I/O failed mid-file (a file that shrank, a bad disk)
+        progress.done()
+        _say(f"data error in {label}, after row {feeder.stream.offset:,}: cannot read further: {err}")
+        stopped()
+        return EXIT_DATA
+    except KeyboardInterrupt:
+        progress.done()
+        _say(f"interrupted after {report()}")
+        return EXIT_INTERRUPTED
+    except Exception as err:  # a bug: say so in one line, keep the exit status of data errors
+        progress.done()
+        _internal_error(err, f"reading {label} after row {feeder.stream.offset:,}")
+        stopped()
+        return EXIT_DATA
     progress.done()
     if not args.quiet:
-        _say(summary(stream.offset, found, time.perf_counter() - began))
+        _say(report())
     return EXIT_OK
+
+
+def _internal_error(err: BaseException, where: str) -> None:
+    """One line for an exception pycel did not expect (the traceback with PYCEL_DEBUG=1)."""
+    if os.environ.get("PYCEL_DEBUG"):
+        traceback.print_exception(err, file=sys.stderr)
+    text = " ".join(str(err).split()) or "(no message)"
+    _say(
+        f"internal error while {where}: {type(err).__name__}: {text} "
+        "(please report this with the command; PYCEL_DEBUG=1 shows the traceback)"
+    )
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -268,6 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:
             _silence_stdout()
             return EXIT_PIPE
+        except KeyboardInterrupt:
+            _say("interrupted")
+            return EXIT_INTERRUPTED
+        except Exception as err:  # a bug, before any data was read: one line, exit status 2
+            _internal_error(err, "reading the query" if args.command == "explain" else "preparing the run")
+            return EXIT_USAGE
 
 
 def _silence_stdout() -> None:

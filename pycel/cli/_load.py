@@ -27,13 +27,23 @@ class UsageError(Exception):
     """Bad command-line arguments (exit status 2)."""
 
 
+#: Hints in the library's messages that name a Python parameter, and the command line's
+#: option for the same thing.
+_OPTION_FOR = {"pass parse_query(..., time_attribute=...)": "give --time-attribute ATTR"}
+
+
 class SourceError(Exception):
-    """A CEQL error (syntax, pattern, unsupported) in the declaration or the query."""
+    """A CEQL error (syntax, pattern, unsupported) in the declaration or the query;
+    ``message`` is the error's text, worded for the command line."""
 
     def __init__(self, label: str, error: PycelError) -> None:
-        super().__init__(f"{label}: {error}")
+        message = str(error)
+        for parameter, option in _OPTION_FOR.items():
+            message = message.replace(parameter, option)
+        super().__init__(f"{label}: {message}")
         self.label = label
         self.error = error
+        self.message = message
 
 
 @attrs.frozen
