@@ -173,8 +173,11 @@ def _int_float_compare(op: str, i: npt.NDArray[np.int64], f: npt.NDArray[np.floa
     """``i op f`` exactly. Rounding to float64 is monotone and keeps floats, so where
     float(i) != f that comparison decides; where they are equal, f is an integer and
     compares exactly as int64 (or is 2**63, above every int64)."""
+    fi = i.astype(np.float64)
+    if not len(i) or (i.min() >= -(2**53) and i.max() <= 2**53):  # every int is a float exactly
+        plain: Mask = _CMP[op](fi, f)
+        return plain
     with np.errstate(invalid="ignore"):
-        fi = i.astype(np.float64)
         sign = (fi > f).astype(np.int64) - (fi < f)
         tie = fi == f
         if tie.any():
