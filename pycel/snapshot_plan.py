@@ -86,7 +86,10 @@ def as_dict(x: Json, what: str) -> dict[str, Any]:
 
 
 def strs(x: Json, what: str) -> tuple[str, ...]:
-    return tuple(as_str(v, what) for v in as_list(x, what))
+    items = as_list(x, what)
+    if not all(type(v) is str for v in items):
+        raise bad(f"{what} holds a value that is not a string")
+    return tuple(items)
 
 
 def ints(x: Json, what: str, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
@@ -271,7 +274,7 @@ def schema_from_json(x: Json) -> Schema:
         type_fields.append(fields(own))
         supertypes.append(frozenset(strs(sup, "supertypes")))
     strings = list(strs(x.get("strings"), "strings"))
-    codes = {text: code for code, text in enumerate(strings)}
+    codes = dict(zip(strings, range(len(strings)), strict=True))
     if len(codes) != len(strings) or len(set(names)) != len(names):
         raise bad("the string dictionary or the event types repeat an entry")
     return Schema(names, type_fields, supertypes, fields(x.get("fields")), strings, codes)

@@ -310,6 +310,8 @@ def test_snapshots_are_deterministic_and_restore_the_query_plan() -> None:
     query, events, saved = _small()
     stream = pycel.Stream.restore(saved)
     assert stream.snapshot() == saved
+    assert pycel.Stream.restore(bytearray(saved)).snapshot() == saved
+    assert pycel.Stream.restore(memoryview(saved)).snapshot() == saved
     restored = stream.query
     for name in ("schema", "join_keys", "partition", "window_unit", "window_size", "variables", "text"):
         assert getattr(restored, name) == getattr(query, name), name
