@@ -3,8 +3,10 @@
 Predicates are evaluated with numpy over whole columns (three-valued: a comparison with
 a null is neither true nor false). Strings are dictionary codes, so ``name == "INTC"`` is
 an integer compare; ordering and ``LIKE`` on strings are evaluated once per dictionary
-entry and looked up by code. The bits of all atoms form an int64 bit-vector per event;
-distinct bit-vectors get small class ids (CORE §4).
+entry and looked up by code. Numbers follow docs/data.md: integer arithmetic is exact
+(an int64 overflow is a DataError naming the first event), int/float comparisons are
+exact. The bits of all atoms form an int64 bit-vector per event; distinct bit-vectors get
+small class ids (CORE §4).
 
 Example::
 

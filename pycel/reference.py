@@ -1,11 +1,14 @@
-"""The reference evaluator: the test oracle of DESIGN.md §1, brute force and literal.
+"""The reference evaluator: the test oracle of docs/semantics.md, brute force and literal.
 
 It computes the denotation of every subpattern as an explicit set of valuations, so it is
 exponential in the worst case and meant for streams of tens of events. Every engine test
 compares against it; it is never the fast path (use :func:`pycel.compile`).
 
 A valuation is a frozenset of ``(variable, position)`` pairs; its positions are the
-complex event C, ``start = min C`` and ``end = max C``.
+complex event C, ``start = min C`` and ``end = max C``. Data errors follow docs/data.md as
+the engine raises them: an absent column the query reads, an int-float join value without
+an exact float, integer overflow in a filter (checked on every event of the filter's type
+before evaluating) or in a post-filter (on the complete matches).
 
 Example::
 
