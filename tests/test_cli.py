@@ -888,3 +888,24 @@ def test_missing_time_attribute_names_the_option(
     assert code == 2 and "give --time-attribute ATTR" in err and "parse_query" not in err
     code, _, err = cli(capsys, "explain", query, "-d", stock["decl"])
     assert code == 2 and "give --time-attribute ATTR" in err
+
+
+def test_within_n_on_a_timestamp_counts_the_time_unit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CORE's ``WITHIN n [t]`` on a primary_time attribute: n in ``--time-unit``."""
+    decl = "CREATE STREAM S { EVENT A { t: primary_time }, EVENT B { t: primary_time } }"
+    data = tmp_path / "s.csv"
+    data.write_text("event_type,t\nA,100\nA,101\nB,103\nB,110\n")
+    outputs = {}
+    for query in ("SELECT * FROM S WHERE A ; B WITHIN 2 [t]", "SELECT * FROM S WHERE A ; B WITHIN 2 SECONDS"):
+        code, out, err = cli(
+            capsys, "run", "-d", decl, "--query", query, data, "--time-unit", "s", "-f", "jsonl"
+        )
+        assert code == 0, err
+        outputs[query] = rows_of_jsonl(out)
+    assert list(outputs.values())[0] == list(outputs.values())[1] == [(1, 2, (("A", (1,)), ("B", (2,))))]
+    code, out, _ = cli(
+        capsys, "explain", "SELECT * FROM S WHERE A ; B WITHIN 2 [t]", "-d", decl, "--time-unit", "ms"
+    )
+    assert code == 0 and "2000000 [t]" in out

@@ -98,12 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="ignore the header's names: each row holds its event type's attributes in declaration order",
     )
     run.add_argument("--type-column", metavar="NAME", help="event type column (default: the first)")
-    run.add_argument(
-        "--time-unit",
-        choices=tuple(TIME_UNITS),
-        default="ns",
-        help="unit of integer values of primary_time/timestamp attributes (default: ns)",
-    )
     run.add_argument("--input-format", choices=("csv", "parquet"), help="default: by the file name")
     run.add_argument(
         "--match-batch",
@@ -140,6 +134,15 @@ def _add_ceql_arguments(parser: argparse.ArgumentParser, *, query_option: bool) 
         "--time-attribute",
         metavar="ATTR",
         help="attribute that WITHIN ... SECONDS measures (default: primary_time)",
+    )
+    parser.add_argument(
+        "--time-unit",
+        choices=tuple(TIME_UNITS),
+        default="ns",
+        help=(
+            "unit of integer values of primary_time/timestamp attributes, and of n in "
+            "WITHIN n [such an attribute] (default: ns)"
+        ),
     )
 
 
@@ -274,7 +277,7 @@ def _compile(loaded: Loaded) -> CompiledQuery:
 def _run(args: argparse.Namespace) -> int:
     if [args.declaration, args.query, args.data].count("-") > 1:
         raise UsageError("only one of --declaration, --query and DATA can be - (standard input)")
-    loaded = load(args.declaration, args.query, time_attribute=args.time_attribute)
+    loaded = load(args.declaration, args.query, time_attribute=args.time_attribute, time_unit=args.time_unit)
     query = _compile(loaded)
     options = ReadOptions(
         chunk_size=args.chunk_size,
@@ -377,7 +380,7 @@ def _internal_error(err: BaseException, where: str) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    loaded = load(args.declaration, args.query, time_attribute=args.time_attribute)
+    loaded = load(args.declaration, args.query, time_attribute=args.time_attribute, time_unit=args.time_unit)
     text, problem = explain(loaded)
     sys.stdout.write(text)
     if problem is not None:

@@ -8,7 +8,7 @@ original text.
 
 Example::
 
-    decl, pattern, query_source = load("decl.ceql", "query.ceql", time_attribute=None)
+    loaded = load("decl.ceql", "query.ceql", time_attribute=None, time_unit="ms")
 """
 
 from __future__ import annotations
@@ -131,12 +131,14 @@ def load_declaration(arg: str | None, query: Source) -> tuple[Declaration, Sourc
         raise SourceError(source.label, err) from None
 
 
-def load(declaration: str | None, query: str, *, time_attribute: str | None) -> Loaded:
-    """Read and parse both; CEQL errors become :class:`SourceError` naming the source."""
+def load(declaration: str | None, query: str, *, time_attribute: str | None, time_unit: str = "ns") -> Loaded:
+    """Read and parse both; CEQL errors become :class:`SourceError` naming the source.
+    ``time_unit`` is ``--time-unit``: the unit of the data's integer timestamps, hence of
+    ``n`` in ``WITHIN n [timestamp attribute]``."""
     query_source = read_text(query, "query")
     decl, decl_source, query_source = load_declaration(declaration, query_source)
     try:
-        pattern = parse_query(query_source.text, decl, time_attribute=time_attribute)
+        pattern = parse_query(query_source.text, decl, time_attribute=time_attribute, time_unit=time_unit)
     except PycelError as err:
         raise SourceError(query_source.label, err) from None
     return Loaded(decl, pattern, decl_source, query_source)
