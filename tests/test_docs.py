@@ -17,8 +17,9 @@ The fenced blocks of each document are checked by their language:
   ``pycel.cli.main`` in this process. Its standard output then standard error must equal
   the lines after it, except the elapsed time and rate of ``pycel``'s summary.
   ``echo $?`` shows the previous command's exit status.
-- ``bash``: commands for the reader to run. ``pycel`` commands and ``--help`` calls run;
-  every script a command names must exist; ``pip`` and other commands are not run.
+- ``bash``: commands for the reader to run. ``pycel`` commands, ``--help`` calls and the
+  example scripts that need no Spark run (and must succeed); every script a command names
+  must exist; ``pip`` and other commands are not run.
 - ``ceql``: parsed by :mod:`pycel.ceql` (a declaration, or a query over the last
   declaration of the document, else ``examples/data/stocks.ceql``).
 - ``text``: output samples, diagrams, grammars; not checked.
@@ -309,6 +310,18 @@ def test_bash_commands_exist_and_pycel_commands_run(block: Block, workdir: Path)
         scripts = [a for a in argv[1:] if a.endswith((".py", ".sh")) or a.startswith("scripts/")]
         assert argv[0] in ("python", "bash"), f"{block.id}: unexpected command {shlex.join(argv)}"
         assert scripts and all((ROOT / s).is_file() for s in scripts), f"{block.id}: {shlex.join(argv)}"
+        if argv[0] == "python" and _runs_in_process(argv[1]):
+            done = subprocess.run(
+                [sys.executable, *argv[1:]], cwd=ROOT, env=_environment(), capture_output=True, text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"{block.id}: {shlex.join(argv)}\n{done.stderr[-3000:]}"
+
+
+def _runs_in_process(script: str) -> bool:
+    """An example script that needs no Spark and no other Python (cheap enough to run)."""
+    source = (ROOT / script).read_text()
+    return script.startswith("examples/") and "pyspark" not in source
 
 
 # -- ceql --------------------------------------------------------------------------------
