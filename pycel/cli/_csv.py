@@ -7,10 +7,11 @@ which also means there is no header row) each row holds its event type's attribu
 declaration order, as CORE builds its events. Every cell is read as text and converted with
 the declared type, so a bad cell is reported with its row and column. Empty cells are null.
 
-With a header, rows are split by pyarrow, which counts each row's fields: a row with fewer
-or more fields than the header is an error naming it. Bytes that are not UTF-8 are found
-per cell, so that error names the row and the column too. Positional rows (whose width
-depends on their event type) are split by pandas.
+Rows are split by pyarrow, which counts each row's fields: a row with fewer or more fields
+than the header (or, positional, than every event type's attributes) is an error naming
+it. Bytes that are not UTF-8 are found per cell, so that error names the row and the
+column too. Positional rows whose width depends on their event type are split by pandas,
+which cannot tell a missing trailing field from an empty one (both are null).
 
 Example::
 
@@ -79,12 +80,21 @@ class CsvSource:
     def positional(self) -> bool:
         return self.options.positional or not self.options.header
 
+    @property
+    def strict_width(self) -> bool:
+        """Whether every row has the same number of fields (so pyarrow splits the rows and
+        counts them): always with a header's names; positional rows only when every event
+        type has as many attributes (else their width depends on their type)."""
+        widths = {len(f) for f in self.schema.event_fields.values()}
+        return not self.positional or len(widths) <= 1
+
     def _columns(self) -> list[str]:
         """The column names, after reading (and checking) the header row if there is one."""
         opts = self.options
         width = max((len(f) for f in self.schema.event_fields.values()), default=0)
         positions = [f"\0{k}" for k in range(width)]
         if not opts.header:
+            self._skip_byte_order_mark()
             return [self.type_column, *positions]
         try:
             first = self.handle.readline().decode("utf-8-sig")
@@ -115,6 +125,11 @@ class CsvSource:
                 )
         return header
 
+    def _skip_byte_order_mark(self) -> None:
+        peek = getattr(self.handle, "peek", None)
+        if peek is not None and peek(3)[:3] == b"\xef\xbb\xbf":
+            self.handle.read(3)
+
     def fraction(self) -> float | None:
         """How much of the file has been read (for the progress line), if known."""
         if self.options.limit_rows:
@@ -134,13 +149,13 @@ class CsvSource:
         """
         if self.options.limit_rows == 0:
             return
-        texts = self._pandas_text() if self.positional else self._arrow_text()
+        texts = self._arrow_text() if self.strict_width else self._pandas_text()
         for raw in texts:
             yield from self._checked(raw)
 
     def _checked(self, raw: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame]]:
         base = self.rows
-        suspects = list(raw.columns) if self.positional else raw.attrs.get("undecoded", [])
+        suspects = raw.attrs.get("undecoded", list(raw.columns))  # pandas: any column
 
         def convert(k: int) -> pd.DataFrame:
             return self._convert(raw.iloc[:k], base, suspects)
@@ -294,7 +309,9 @@ class CsvSource:
         check_event_types(names, self.schema, base, self.type_column)
         text = self._positional(raw, names, base) if self.positional else raw
         attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
-        _check_utf8(text, base, attributes if self.positional else [c for c in suspects if c in attributes])
+        if self.positional:  # a positional column holds several attributes
+            suspects = attributes if suspects else []
+        _check_utf8(text, base, [c for c in suspects if c in attributes])
         check_declared(text[attributes], names, self.schema, base)
         out: dict[str, Any] = {self.type_column: names.to_numpy(dtype=object)}
         for attr in attributes:

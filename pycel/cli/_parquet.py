@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +37,7 @@ from ._data import (
 )
 
 _INT64_MAX = 2**63 - 1
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 
 class ParquetSource:
@@ -55,6 +57,7 @@ class ParquetSource:
             self.total = self.file.metadata.num_rows
         except Exception as err:  # pyarrow raises several types for a bad file
             raise InputError(f"cannot read {path} as Parquet: {_one_line(err)}") from None
+        names = [n for n in names if not _PANDAS_INDEX.fullmatch(n)]  # pandas' saved index: not events
         if not names:
             raise InputError("the Parquet file has no columns")
         self.type_column = options.type_column or names[0]
@@ -71,6 +74,7 @@ class ParquetSource:
                     f"(attributes: {', '.join(schema.fields)})",
                     column=name,
                 )
+        self.columns = names
         if options.limit_rows is not None:
             self.total = min(self.total, options.limit_rows)
         self.rows = 0
@@ -84,7 +88,7 @@ class ParquetSource:
     def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
         """(position of the first row, frame) per record batch; on a bad row the rows
         before it are yielded first, then :class:`InputError` names its row and column."""
-        batches = self.file.iter_batches(batch_size=self.options.chunk_size)
+        batches = self.file.iter_batches(batch_size=self.options.chunk_size, columns=self.columns)
         while self.rows < self.total:
             try:
                 batch = next(batches)
