@@ -15,6 +15,8 @@ import hashlib
 import pickle
 import random
 import struct
+import subprocess
+import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -304,6 +306,34 @@ def test_restoring_a_parallel_conjunction_needs_its_event_classes() -> None:
 
     with pytest.raises(pycel.DataError, match="define that Event class"):
         pycel.Stream.restore(_edit(saved, other_fields))
+
+
+_RESTORE_ELSEWHERE = """
+import sys, pycel
+stream = pycel.Stream.restore(sys.stdin.buffer.read())
+rows = [{"event_type": "T0" if k % 3 else "T1", "x": k % 2, "s": "abc"[k % 3], "time": k}
+        for k in range(12, 24)]
+print(sorted(stream.push(rows).keys()))
+"""
+
+
+def test_restoring_needs_no_event_classes(tmp_path: Path) -> None:
+    """A fresh interpreter that never defined the event types restores and continues (the
+    query and schema travel as data; dict rows are read by type name)."""
+    t0, t1 = TYPES[0], TYPES[1]
+    a, b = pycel.alias(t0, "a"), pycel.alias(t1, "b")
+    query = pycel.compile(pycel.seq(a.where(a.s != "c"), b).within(events=4).partition_by(t0.x))
+    rows = [{"event_type": "T0" if k % 3 else "T1", "x": k % 2, "s": "abc"[k % 3], "time": k}
+            for k in range(24)]
+    stream = query.stream()
+    stream.push(rows[:12])
+    expected = pycel.Stream.restore(stream.snapshot()).push(rows[12:]).keys()
+    assert expected == query.run(rows).keys() - query.run(rows[:12]).keys() and expected
+    done = subprocess.run(
+        [sys.executable, "-c", _RESTORE_ELSEWHERE], input=stream.snapshot(), capture_output=True,
+        check=True, cwd=tmp_path,
+    )
+    assert done.stdout.decode().strip() == repr(sorted(expected))
 
 
 def test_snapshots_are_deterministic_and_restore_the_query_plan() -> None:
