@@ -24,6 +24,11 @@ Usage::
 * :func:`cases` — a (pattern, stream) pair whose stream is short when the pattern has a
   Kleene plus, so the brute-force reference stays fast (it enumerates every valuation
   before applying windows).
+* :func:`number_cases` — numbers at the edges: events of ``N0``/``N1`` (subclasses of
+  :class:`Num`: int ``n``, float ``f``) with values such as 2**53 + 1, 2**63 - 1, -2**63,
+  2.0**63, 1e19, inf and NaN, and patterns whose filters, negated atoms and post-filters
+  do exact integer arithmetic and int/float comparisons over them (engine and reference
+  must agree, also when both raise a DataError for an int64 overflow).
 
 Sizes are bounded so one reference evaluation takes milliseconds: at most
 ``Features.max_atoms`` atoms, at most ``Features.max_plus`` Kleene operators, at most one
