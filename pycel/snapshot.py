@@ -190,7 +190,7 @@ def decode(data: object) -> Stream:
     state, arrays = unpack(data)
     try:
         return _decode(state, Reader(arrays))
-    except (KeyError, IndexError, TypeError, ValueError, RecursionError) as e:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, RecursionError) as e:
         raise bad(f"{type(e).__name__}: {e}") from None
 
 

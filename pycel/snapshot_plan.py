@@ -30,6 +30,7 @@ from .joins import JoinKey
 from .postfilter import PostFilters
 
 Json = Any
+I64 = 1 << 63
 _ARITH_OPS = ("+", "-", "*", "/", "%")
 _CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 _UNITS = (None, "events", "seconds", "units")
@@ -48,8 +49,9 @@ def bad(what: str) -> DataError:
 
 
 # -- checked access to decoded JSON ---------------------------------------------------------
-def as_int(x: Json, what: str, lo: int | None = None, hi: int | None = None) -> int:
-    """``x`` as an int (not a bool) in ``[lo, hi)``."""
+def as_int(x: Json, what: str, lo: int | None = None, hi: int | None = I64) -> int:
+    """``x`` as an int (not a bool) in ``[lo, hi)`` (by default below 2**63: it becomes an
+    int64 in the runtime)."""
     if type(x) is not int or (lo is not None and x < lo) or (hi is not None and x >= hi):
         raise bad(f"{what} is {x!r}, expected an integer in [{lo}, {hi})")
     return x
@@ -67,10 +69,15 @@ def as_bool(x: Json, what: str) -> bool:
     return x
 
 
+def as_number(x: Json, what: str) -> int | float:
+    """``x`` as an int or a float, whichever it was written as."""
+    if type(x) not in (int, float) or (type(x) is int and not -I64 <= x < I64):
+        raise bad(f"{what} is {x!r}, expected a number (an integer within int64)")
+    return x  # type: ignore[no-any-return]
+
+
 def as_float(x: Json, what: str) -> float:
-    if type(x) not in (int, float):
-        raise bad(f"{what} is {x!r}, expected a number")
-    return float(x)
+    return float(as_number(x, what))
 
 
 def as_list(x: Json, what: str, n: int | None = None) -> list[Any]:
@@ -92,7 +99,7 @@ def strs(x: Json, what: str) -> tuple[str, ...]:
     return tuple(items)
 
 
-def ints(x: Json, what: str, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
+def ints(x: Json, what: str, lo: int | None = None, hi: int | None = I64) -> tuple[int, ...]:
     return tuple(as_int(v, what, lo, hi) for v in as_list(x, what))
 
 
@@ -422,11 +429,11 @@ def query_from_json(x: Json) -> CompiledQuery:
         schema=schema_from_json(x.get("schema")),
         text=as_str(x.get("text"), "query text"),
         window_unit=unit,
-        window_size=as_float(x.get("window_size"), "window size"),
+        window_size=as_number(x.get("window_size"), "window size"),
         time_attribute=None if time_attribute is None else as_str(time_attribute, "time attribute"),
         partition=strs(x.get("partition"), "partition"),
         variables=nfa.variables,
-        projection_mask=as_int(x.get("projection_mask"), "projection", 0),
+        projection_mask=as_int(x.get("projection_mask"), "projection", 0, 1 << len(nfa.variables)),
         projected=as_bool(x.get("projected"), "projected"),
         limit=as_int(x.get("limit"), "limit", -1),
         consume=as_int(x.get("consume"), "consumption", 0, 3),

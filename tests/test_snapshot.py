@@ -256,9 +256,18 @@ def _bad_attribute_type(state: dict[str, Any], arrays: list[Any]) -> None:
     state["schema"]["fields"]["x"] = "object"
 
 
+def _huge_offset(state: dict[str, Any], arrays: list[Any]) -> None:
+    state["offset"] = 2**70  # no int64
+
+
+def _huge_window(state: dict[str, Any], arrays: list[Any]) -> None:
+    state["query"]["window_size"] = 10**400  # not even a float
+
+
 @pytest.mark.parametrize(
     "edit",
-    [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type],
+    [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
+     _huge_offset, _huge_window],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
     _, _, saved = _small()
