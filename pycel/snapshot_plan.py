@@ -27,6 +27,7 @@ from .expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like,
 from .hcq import HcqAtom, HcqPlan, HcqTransition
 from .ingest import Schema, all_event_types
 from .joins import JoinKey
+from .limits import MAX_ATOMS, MAX_VARIABLES
 from .postfilter import PostFilters
 
 Json = Any
@@ -253,14 +254,16 @@ def nfa_from_json(x: Json) -> Nfa:
         pairs = [as_list(p, key, 2) for p in as_list(x.get(key), key)]
         return {as_int(k, key, 0, n): frozenset(ints(v, key, 0, n)) for k, v in pairs}
 
-    return Nfa(
-        tuple(atoms),
-        frozenset(ints(x.get("first"), "first", 0, n)),
-        frozenset(ints(x.get("last"), "last", 0, n)),
-        follow("follow"),
-        variables,
-        follow("gap_follow"),
-    )
+    edges, gaps = follow("follow"), follow("gap_follow")
+    if (
+        n > MAX_ATOMS
+        or len(variables) > MAX_VARIABLES
+        or set(edges) != set(range(n))
+        or any(not v <= edges[k] for k, v in gaps.items())
+    ):
+        raise bad("the automaton's size or edges")
+    first, last = frozenset(ints(x.get("first"), "first", 0, n)), frozenset(ints(x.get("last"), "last", 0, n))
+    return Nfa(tuple(atoms), first, last, edges, variables, gaps)
 
 
 def schema_to_json(s: Schema) -> Json:

@@ -256,6 +256,10 @@ def _bad_attribute_type(state: dict[str, Any], arrays: list[Any]) -> None:
     state["schema"]["fields"]["x"] = "object"
 
 
+def _missing_edges(state: dict[str, Any], arrays: list[Any]) -> None:
+    state["query"]["nfa"]["follow"] = []  # the atoms' edges: read by key when expanding
+
+
 def _huge_offset(state: dict[str, Any], arrays: list[Any]) -> None:
     state["offset"] = 2**70  # no int64
 
@@ -267,7 +271,7 @@ def _huge_window(state: dict[str, Any], arrays: list[Any]) -> None:
 @pytest.mark.parametrize(
     "edit",
     [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
-     _huge_offset, _huge_window],
+     _missing_edges, _huge_offset, _huge_window],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
     _, _, saved = _small()
