@@ -50,7 +50,8 @@ def generate(n: int, seed: int = 11) -> pd.DataFrame:
             "event_type": kinds,
             "sym": symbols.where(kinds != "Filled", None),
             "ticker": symbols.where(kinds == "Filled", None),
-            "qty": np.where(kinds != "Cancelled", rng.integers(1, 100, size=n), 0),
+            # Cancelled declares no qty: its cells are null (a value there is a DataError)
+            "qty": pd.Series(rng.integers(1, 100, size=n), dtype="Int64").mask(kinds == "Cancelled"),
             "time": np.arange(n, dtype=np.int64),
         }
     )
