@@ -427,3 +427,102 @@ def test_parquet_unknown_and_duplicate_columns(tmp_path: Path, capsys: pytest.Ca
     pq.write_table(table.append_column("name", table.column("name")), path)
     code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path)
     assert code == 1 and "two columns named 'name'" in err and "Traceback" not in err
+
+
+# -- generated corruptions --------------------------------------------------------------------
+
+CORRUPTIONS = ("flip", "truncate", "latin-1", "utf-16", "huge", "insert", "delete", "quote", "drop column")
+
+
+def _corrupt(base: bytes, rng: random.Random) -> tuple[bytes, str]:
+    data = bytearray(base)
+    kind = rng.choice(CORRUPTIONS)
+    if kind == "flip":
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    elif kind == "truncate":
+        del data[rng.randrange(len(data)) :]
+    elif kind == "latin-1":
+        data = bytearray(base.decode().replace("INTC", "ÎNTC").encode("latin-1"))
+    elif kind == "utf-16":
+        data = bytearray(base.decode().encode("utf-16"))
+    elif kind == "huge":
+        big = rng.choice([b"9223372036854775808", b"1e400", b"-1e19", b"nan", b"inf", b"1" * 30])
+        k = rng.randrange(1, base.count(b"\n"))
+        lines = base.split(b"\n")
+        fields = lines[k].split(b",")
+        fields[2] = big
+        lines[k] = b",".join(fields)
+        data = bytearray(b"\n".join(lines))
+    elif kind in ("insert", "quote"):
+        k = rng.randrange(len(data))
+        data[k:k] = rng.choice([b",", b"\n", b'"', b",,", b"\r", b"\x00"]) if kind == "insert" else b'"x\ny"'
+    elif kind == "delete":
+        k = rng.randrange(len(data))
+        del data[k : k + rng.randint(1, 5)]
+    else:  # the price column left out of the header and every row
+        data = bytearray(
+            b"\n".join(b",".join(r.split(b",")[:3] + r.split(b",")[4:]) for r in base.split(b"\n"))
+        )
+    return bytes(data), kind
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_generated_corruptions_never_lose_a_match_before_the_first_bad_row(
+    seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random damage to a CSV file: exit status 0, 1 or 2, no traceback, the reader yields
+    every row before the one it reports (the rows before the damage unchanged), and the
+    matches written are the reference's on exactly those rows."""
+    rng = random.Random(seed)
+    df = stock_frame(120, seed=seed)
+    base = df.to_csv(index=False).encode()
+    query = QUERY.replace("b[name = 'RIMM']", "b[name = 'RIMM' AND price > 10]")
+    for _ in range(4):
+        data, kind = _corrupt(base, rng)
+        path = tmp_path / "damaged.csv"
+        path.write_bytes(data)
+        changed = next(
+            (k for k, (a, b) in enumerate(zip(data, base, strict=False)) if a != b), min(len(data), len(base))
+        )
+        intact = max(base[:changed].count(b"\n") - 1, 0)  # rows before the first damaged byte
+        chunk = rng.choice([1, 7, 100_000])
+        code, out, err = run(
+            capsys,
+            "run",
+            "-d",
+            STOCK_DECLARATION,
+            "--query",
+            query,
+            path,
+            "-f",
+            "jsonl",
+            "--chunk-size",
+            chunk,
+        )
+        assert code in (0, 1, 2) and "Traceback" not in err, (kind, err)
+        frames: list[pd.DataFrame] = []
+        error = None
+        try:
+            source = open_source(
+                str(path), Schema.of(ceql.parse_declaration(STOCK_DECLARATION)), ReadOptions(chunk_size=chunk)
+            )
+            try:
+                for _, frame in source.chunks():
+                    frames.append(frame)
+            finally:
+                source.close()
+        except InputError as bad:
+            error = bad
+        delivered = pd.concat(frames, ignore_index=True) if frames else df.head(0)
+        if error is not None and error.row is not None:
+            assert len(delivered) == error.row, (kind, str(error))
+        head = min(intact, len(delivered))
+        pd.testing.assert_frame_equal(
+            delivered.head(head).astype(object),
+            df.head(head)[list(delivered.columns)].astype(object),
+            check_dtype=False,
+        )
+        if code == 2 or "price" not in delivered.columns:
+            continue
+        assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, query, delivered), (kind, err)

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -50,6 +51,53 @@ from ._data import (
 
 _OVERFLOW = "\0overflow"  # positional reading: an extra column that catches rows with too many fields
 _SKIPPED = re.compile(r"Skipping line (\d+): expected (\d+) fields, saw (\d+)")
+# A byte that is not part of UTF-8 text (always >= 0x80) is passed to pyarrow as the
+# private-use character U+F0000 + byte, and comes back as the surrogate U+DC00 + byte
+# (Python's surrogateescape), so the cell shows the bytes of the file.
+_MARKS = "[\U000f0080-\U000f00ff]"
+_UNMARK = {0xF0000 + b: 0xDC00 + b for b in range(0x80, 0x100)}
+
+
+def _mark_bytes(err: UnicodeError) -> tuple[str, int]:
+    assert isinstance(err, UnicodeDecodeError)
+    _MarkedUtf8.marks += err.end - err.start
+    return "".join(chr(0xF0000 + b) for b in err.object[err.start : err.end]), err.end
+
+
+codecs.register_error("pycel-mark-bytes", _mark_bytes)
+
+
+class _MarkedUtf8(io.RawIOBase):
+    """``handle``'s bytes, with each byte that is not UTF-8 replaced by a private-use
+    character: pyarrow gets valid UTF-8 (it fails on a bad row's text otherwise), and the
+    reader still finds the bad bytes per cell. ``count``: how many bytes were replaced."""
+
+    marks = 0  # replaced bytes, all readers (the error handler is global)
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="pycel-mark-bytes")
+        self.pending = b""
+        self.count = 0
+        self.done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = -1 if size is None else size
+        while not self.done and (want < 0 or len(self.pending) < want):
+            block = self.handle.read(max(want, 1 << 20))
+            before = _MarkedUtf8.marks
+            text = self.decoder.decode(block, final=not block)
+            self.count += _MarkedUtf8.marks - before
+            self.pending += text.encode("utf-8")
+            self.done = not block
+        if want < 0:
+            out, self.pending = self.pending, b""
+        else:
+            out, self.pending = self.pending[:want], self.pending[want:]
+        return out
 
 
 class CsvSource:
@@ -63,6 +111,7 @@ class CsvSource:
         self.size = None if path == "-" else Path(path).stat().st_size
         self.rows = 0
         self.reader: Any = None  # the pandas reader of positional rows
+        self.marked = _MarkedUtf8(self.handle)
         self.type_column = options.type_column or "event_type"
         try:
             self.columns = self._columns()
@@ -176,9 +225,10 @@ class CsvSource:
             return "skip"  # parsing goes on, so the rows before it are delivered
 
         binary = {name: pa.binary() for name in self.columns}
+        self.marked = _MarkedUtf8(self.handle)
         try:
             reader = pacsv.open_csv(
-                self.handle,
+                self.marked,
                 read_options=pacsv.ReadOptions(column_names=self.columns, use_threads=False),
                 parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=True),
                 convert_options=pacsv.ConvertOptions(
@@ -227,21 +277,19 @@ class CsvSource:
             return
 
     def _text_frame(self, table: Any) -> pd.DataFrame:
-        """The cells of ``table`` (binary columns) as text; a cell that is not UTF-8 is kept
-        as bytes and reported by :meth:`_convert` with its row. Number columns whose cells
-        are all plain numbers are parsed here by Arrow (the common case, fast); the others
-        stay text for :func:`convert_column`, which checks every cell."""
+        """The cells of ``table`` (binary columns) as text; bytes that are not UTF-8 come
+        back as lone surrogates, reported by :meth:`_convert` with their row. Number columns
+        whose cells are all plain numbers are parsed here by Arrow (the common case, fast);
+        the others stay text for :func:`convert_column`, which checks every cell."""
         columns: dict[str, Any] = {}
         undecoded: list[str] = []
         for name in self.columns:
-            cells = table.column(name)
-            try:
-                text = cells.cast(pa.string())
-            except pa.ArrowInvalid:  # not UTF-8: the bad cells stay bytes, reported in _convert
-                columns[name] = pd.Series([_decoded(b) for b in cells.to_pylist()], dtype=object)
+            text = pc.cast(table.column(name), pa.string())  # valid UTF-8: see _MarkedUtf8
+            text = pc.if_else(pc.equal(text, ""), None, text)
+            if self.marked.count and pc.any(pc.match_substring_regex(text, _MARKS)).as_py():
+                columns[name] = pd.Series(text.to_pandas(), dtype=object).str.translate(_UNMARK)
                 undecoded.append(name)
                 continue
-            text = pc.if_else(pc.equal(text, ""), None, text)
             numbers = _arrow_numbers(text, self.schema.fields.get(name, "str"))
             columns[name] = numbers if numbers is not None else pd.Series(text.to_pandas(), dtype=object)
         frame = pd.DataFrame(columns)
@@ -341,9 +389,9 @@ class CsvSource:
 
 
 def _check_utf8(raw: pd.DataFrame, base: int, suspects: list[str]) -> None:
-    """Raise InputError at the first cell that is not UTF-8 text: bytes (pyarrow reading)
-    or a string with lone surrogates (pandas reading with ``surrogateescape``). Checked
-    per column at C speed; only a column with a bad cell is searched cell by cell."""
+    """Raise InputError at the first cell that is not UTF-8 text: a string with lone
+    surrogates (bytes decoded with ``surrogateescape``). Checked per column at C speed;
+    only a column with a bad cell is searched cell by cell."""
     bad_rows: list[tuple[int, str]] = []
     for name in suspects:
         cells = raw[name]
@@ -356,15 +404,14 @@ def _check_utf8(raw: pd.DataFrame, base: int, suspects: list[str]) -> None:
         except (TypeError, UnicodeEncodeError):
             pass
         for k, cell in enumerate(cells.tolist()):
-            if isinstance(cell, bytes) or isinstance(cell, str) and not _encodes(cell):
+            if isinstance(cell, str) and not _encodes(cell):
                 bad_rows.append((k, str(name)))
                 break
     if bad_rows:
         k, name = min(bad_rows)
         cell = raw[name].iloc[k]
-        shown = cell if isinstance(cell, bytes) else cell.encode("utf-8", "surrogateescape")
-        column = None if name.startswith("\0") else name
-        raise InputError(f"the cell is not UTF-8 text: {shown!r}", row=base + k, column=column)
+        shown = cell.encode("utf-8", "surrogateescape")
+        raise InputError(f"the cell is not UTF-8 text: {shown!r}", row=base + k, column=name)
 
 
 def _arrow_numbers(text: Any, dtype: str) -> Any:
@@ -380,13 +427,6 @@ def _arrow_numbers(text: Any, dtype: str) -> Any:
     except pa.ArrowInvalid:
         return None
     return numbers.to_numpy()
-
-
-def _decoded(cell: bytes) -> str | bytes | None:
-    try:
-        return cell.decode("utf-8") if cell else None
-    except UnicodeDecodeError:
-        return cell
 
 
 def _encodes(text: str) -> bool:
