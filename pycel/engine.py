@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -52,6 +53,9 @@ from .query import QuerySpec, split_query
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
 _STRATEGIES = ("all", "any", "strict", "last", "next", "max")
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
 class CompiledQuery:
@@ -204,9 +208,9 @@ class Stream:
             self.E = new_arena()
         self.shape_tuples: dict[int, TupleIds] = {}  # hcq: per state, its tuple keys
         self.offset = 0
-        self.last_time: float | None = None
+        self.last_time: int | float | None = None  # an int for integer times (exact)
         self.tail_pos = np.zeros(0, dtype=np.int64)
-        self.tail_time = np.zeros(0, dtype=np.float64)
+        self.tail_time = np.zeros(0, dtype=np.int64)  # float64 once float times arrive
         # Multi-column keys: tuple → id, forgotten once the tuple left every window.
         self.key_tuples = TupleIds()
         self.order = new_order()  # NEXT: the best sets in strategy order (pycel.jit.order)
@@ -429,17 +433,26 @@ class Stream:
             first = np.searchsorted(known, gpos - np.int64(q.window_size), side="left")
             return first.astype(np.int64) + np.int64(base), None
         assert q.time_attribute is not None
-        times = time_values(batch, q.time_attribute, self.last_time).astype(np.float64)
+        times = time_values(batch, q.time_attribute, self.last_time)
         size = q.window_size
         if q.window_unit == "seconds" and self.schema.fields.get(q.time_attribute) == "time":
-            size *= 1e9  # timestamps are nanoseconds
-        all_t = np.concatenate([self.tail_time, times])
+            size = size * 1_000_000_000  # timestamps are nanoseconds (an int size stays exact)
+        if times.dtype.kind in "iu":
+            # Integer times stay integers: time(end) - time(start) <= size holds exactly when
+            # time(start) >= time(end) - floor(size); float64 would round above 2**53 (ns).
+            times = times.astype(np.int64)
+            reach = min(math.floor(size), _I64_MAX)
+            lower = np.maximum(times, np.int64(_I64_MIN + reach)) - np.int64(reach)
+        else:
+            times = times.astype(np.float64)
+            lower = times - size
+        all_t = np.concatenate([self.tail_time.astype(times.dtype, copy=False), times])
         all_p = np.concatenate([self.tail_pos, positions])
-        lows = all_p[np.searchsorted(all_t, times - size, side="left")] if n else positions
+        lows = all_p[np.searchsorted(all_t, lower, side="left")] if n else positions
         if n == 0:
             return lows, None
-        keep = all_t >= times[-1] - size
-        return lows, (all_p[keep], all_t[keep], float(times[-1]))
+        keep = all_t >= lower[-1]
+        return lows, (all_p[keep], all_t[keep], times[-1].item())
 
     def _combo_keys(
         self, batch: EventBatch, hcq: HcqPlan, arrays: dict[str, Any]

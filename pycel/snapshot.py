@@ -58,6 +58,7 @@ from .snapshot_plan import (
     as_float,
     as_int,
     as_list,
+    as_number,
     bad,
     query_from_json,
     query_to_json,
@@ -176,7 +177,7 @@ def encode(stream: Stream) -> bytes:
         "key_tuples": tuples_out(w, s.key_tuples),
         "offset": s.offset,
         "last_time": s.last_time,
-        "tail": [w.add(s.tail_pos, np.int64), w.add(s.tail_time, np.float64)],
+        "tail": [w.add(s.tail_pos, np.int64), w.add(s.tail_time)],  # int64 or float64 times
         "seconds": s.seconds,
         "global_map": None if s.global_map is None else w.add(s.global_map, np.int64),
         "global_base": s.global_base,
@@ -219,9 +220,10 @@ def _decode(x: dict[str, Any], r: Reader) -> Stream:
     s.key_tuples = tuples_in(r, x.get("key_tuples"))
     s.offset = as_int(x.get("offset"), "offset", 0)
     last_time = x.get("last_time")
-    s.last_time = None if last_time is None else as_float(last_time, "last time")
+    s.last_time = None if last_time is None else as_number(last_time, "last time")
     tail = as_list(x.get("tail"), "time tail", 2)
-    s.tail_pos, s.tail_time = r.get(tail[0], "time tail"), r.get(tail[1], "time tail", "<f8")
+    time_dtype = "<f8" if isinstance(s.last_time, float) else "<i8"
+    s.tail_pos, s.tail_time = r.get(tail[0], "time tail"), r.get(tail[1], "time tail", time_dtype)
     s.seconds = as_float(x.get("seconds"), "seconds")
     gmap = x.get("global_map")
     s.global_map = None if gmap is None else r.get(gmap, "positions")
