@@ -452,7 +452,7 @@ def number_predicates(draw: st.DrawFn, occurrences: Sequence[Any], depth: int = 
 def number_cases(draw: st.DrawFn, max_len: int = 10) -> tuple[Pattern, list[Num]]:
     """A pattern of 1-3 occurrences of N0/N1 (sequence or OR), with number filters on
     some, maybe a negated atom with one, maybe a post-filter over two occurrences, maybe
-    a count window; and a :func:`number_streams` stream."""
+    a count window and a partition by ``n`` or ``f``; and a :func:`number_streams` stream."""
     count = draw(st.integers(1, 3))
     occurrences = [pycel.alias(draw(st.sampled_from(NUM_TYPES)), f"a{k}") for k in range(count)]
     parts: list[Pattern] = []
@@ -463,12 +463,12 @@ def number_cases(draw: st.DrawFn, max_len: int = 10) -> tuple[Pattern, list[Num]
         parts.append(part)
     body = parts[0]
     sequential = True
-    for part in parts[1:]:
+    for k, part in enumerate(parts[1:]):
         if draw(st.integers(0, 3)) == 0:
             body, sequential = body | part, False
         else:
             if draw(st.integers(0, 4)) == 0:
-                name = f"x{len(parts)}"
+                name = f"x{k}"
                 neg = pycel.alias(draw(st.sampled_from(NUM_TYPES)), name)
                 body = pycel.seq(body, pycel.not_(neg.where(draw(number_predicates([neg], 0))), name))
             body = pycel.seq(body, part)
@@ -476,4 +476,6 @@ def number_cases(draw: st.DrawFn, max_len: int = 10) -> tuple[Pattern, list[Num]
         body = body.where(draw(number_predicates(occurrences[:2], 0)), post_filter=True)
     if draw(st.booleans()):
         body = body.within(events=draw(st.integers(0, 4)))
+    if draw(st.integers(0, 3)) == 0:
+        body = body.partition_by(Num.n if draw(st.booleans()) else Num.f)  # extreme keys
     return body, draw(number_streams(max_len))
