@@ -11,7 +11,8 @@ The fenced blocks of each document are checked by their language:
   line of prose in between ("prints", "Output:") must equal what it prints (as a multiset
   of lines). A block whose first line is ``# continues the example above`` runs after the
   blocks before it in the same document (one test runs such a chain); every other block is
-  complete on its own. Examples that use Spark run under the ``spark`` marker.
+  complete on its own. Examples that use Spark run under the ``spark`` marker, as a script
+  in a fresh process.
 - ``console``: a terminal session. Each ``$ command`` runs in a fresh temporary directory
   per block (with the same links): in bash, or a plain ``pycel ...`` through
   ``pycel.cli.main`` in this process. Its standard output then standard error must equal
@@ -176,12 +177,15 @@ def _chains() -> list[list[Block]]:
     return chains
 
 
+def _uses_spark(chain: list[Block]) -> bool:
+    return any(m in b.text for b in chain for m in ("pycel.spark", "SparkSession"))
+
+
 def _chain_params() -> list[object]:
     params: list[object] = []
     for chain in _chains():
-        spark = any(m in b.text for b in chain for m in ("pycel.spark", "SparkSession"))
         name = chain[0].id + (f"-{chain[-1].line}" if len(chain) > 1 else "")
-        params.append(pytest.param(chain, id=name, marks=[pytest.mark.spark] if spark else []))
+        params.append(pytest.param(chain, id=name, marks=[pytest.mark.spark] if _uses_spark(chain) else []))
     return params
 
 
@@ -216,15 +220,35 @@ def _expected_output(block: Block) -> str | None:
 
 @pytest.mark.parametrize("chain", _chain_params())
 def test_python_example_runs_and_prints_what_the_doc_says(chain: list[Block], workdir: Path) -> None:
-    namespace: dict[str, object] = {"__name__": "__doc_example__"}
-    for block in chain:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            printed, _ = _run_python(block, namespace)
+    if _uses_spark(chain):
+        printed = _run_in_subprocess(chain, workdir)
+    else:
+        namespace: dict[str, object] = {"__name__": "__doc_example__"}
+        printed = []
+        for block in chain:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                printed.append(_run_python(block, namespace)[0])
+    for block, output in zip(chain, printed, strict=True):
         expected = _expected_output(block)
         if expected is not None:
-            got, want = sorted(printed.splitlines()), sorted(expected.splitlines())
-            assert got == want, f"{block.id} printed\n{printed}"
+            got, want = sorted(output.splitlines()), sorted(expected.splitlines())
+            assert got == want, f"{block.id} printed\n{output}"
+
+
+def _run_in_subprocess(chain: list[Block], workdir: Path) -> list[str]:
+    """Run a Spark example as a script in ``workdir`` (a fresh process: Spark resolves
+    relative paths against its own working directory, fixed when its JVM starts); what
+    each block printed."""
+    mark = "--- pycel doc block ---"
+    script = workdir / "doc_example.py"
+    script.write_text("".join(f"print({mark!r}, flush=True)\n{block.text}" for block in chain))
+    done = subprocess.run(
+        [sys.executable, script.name], cwd=workdir, env=_environment(), capture_output=True, text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, f"{chain[0].id}: {done.stderr[-4000:]}"
+    return done.stdout.split(mark + "\n")[1:]
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/strategies.md"])
