@@ -30,6 +30,7 @@ from pycel import DataError
 pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 import pycel.spark  # noqa: E402
 from pycel.spark._batch import grouping, join_group_column  # noqa: E402
@@ -140,6 +141,24 @@ def test_substream_positions_must_increase() -> None:
         stream.push(frame.iloc[2:])
 
 
+def test_raise_pycel_errors_finds_the_workers_error() -> None:
+    """The worker's traceback text, anywhere in the chain of a failed job's exceptions,
+    becomes the pycel error it names; other errors pass through."""
+    worker = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "_runner.py", line 1, in evaluate\n    raise DataError(message)\n'
+        "pycel.errors.DataError: unknown event type 'Hold' (position 7, id='e7')\n SQLSTATE: 38000"
+    )
+    job = RuntimeError("Job aborted")
+    job.__cause__ = RuntimeError(worker)
+    with pytest.raises(DataError, match=r"^unknown event type 'Hold' \(position 7, id='e7'\)$") as err:
+        with pycel.spark.raise_pycel_errors():
+            raise job
+    assert err.value.__cause__ is job
+    with pytest.raises(RuntimeError, match="Job aborted"), pycel.spark.raise_pycel_errors():
+        raise RuntimeError("Job aborted: os.errors.DataError: not ours")
+
+
 def runner_spec(pattern: Any, **kw: Any) -> RunnerSpec:
     query = pycel.compile(pattern)
     fields: dict[str, Any] = dict(
@@ -187,7 +206,7 @@ def test_key_state_rejects_or_drops_late_events() -> None:
     events = stock_events(40, names=1, seed=2)
     state = KeyState(spec.query.stream())
     advance(spec, state, events.iloc[20:], late="error")
-    with pytest.raises(DataError, match="late event at position 5"):
+    with pytest.raises(DataError, match=r"late event: .* \(position 5, group name="):
         advance(spec, state, events.iloc[5:10], late="error")
     assert len(advance(spec, state, events.iloc[5:10], late="drop")) == 0
 
@@ -353,7 +372,6 @@ def test_matcher_with_own_groupby(ticks: pd.DataFrame, ticks_df: Any) -> None:
     pattern = BATCH_PATTERNS["partitioned, count window"]
     events = pycel.spark.with_positions(ticks_df, ["time", "id"], "pos")
     m = pycel.spark.matcher(pattern, events.schema, position_column="pos")
-    from pyspark.sql import functions as F
 
     grouped = events.withColumn("bucket", F.crc32("name") % 2).groupBy("bucket")
     rows = grouped.applyInPandas(m, m.schema).collect()
@@ -397,30 +415,86 @@ def test_timestamps_and_null_keys(spark: SparkSession) -> None:
 @pytest.mark.spark
 def test_bad_input_is_reported(spark: SparkSession, ticks: pd.DataFrame, ticks_df: Any) -> None:
     pattern = BATCH_PATTERNS["partitioned, count window"]
-    with pytest.raises(DataError, match="no column 'volume'"):
+    with pytest.raises(DataError, match=r"no column 'volume' \(read by the filter on s, the filter on b\)"):
         pycel.spark.detect(ticks_df.drop("volume"), pattern, order_by="id")
     with pytest.raises(DataError, match="'volume' is declared int but the column is string"):
         as_text = ticks_df.withColumn("volume", ticks_df.volume.cast("string"))
         pycel.spark.detect(as_text, pattern, order_by="id")
     with pytest.raises(DataError, match="needs the order of the stream"):
         pycel.spark.detect(ticks_df, pattern)
-    with pytest.raises(DataError, match="no order_by column 'when'"):
+    with pytest.raises(DataError, match=r"no column 'when' \(read by order_by\)"):
         pycel.spark.detect(ticks_df, pattern, order_by="when")
+    # A column the query reads is named with what reads it, never pycel's own columns.
+    timed = BATCH_PATTERNS["partitioned, time window, iteration"]
+    with pytest.raises(DataError, match=r"no column 'time' \(read by the time window, order_by\)") as missing:
+        pycel.spark.detect(ticks_df.drop("time"), timed)
+    assert missing.value.column == "time"
+    with pytest.raises(DataError, match="no column 'volume'") as missing:
+        pycel.spark.detect(ticks_df.drop("volume"), pattern, order_by="id")
+    assert "_pycel" not in str(missing.value)
     with pytest.raises(DataError, match="event type column must be a string"):
         pycel.spark.detect(ticks_df.withColumn("event_type", ticks_df.volume), pattern, order_by="id")
-    # Rows the executors cannot read fail the job with a DataError naming group and position.
-    unknown = ticks.copy()
-    unknown.loc[unknown.index[5], "event_type"] = "Hold"
-    with pytest.raises(Exception, match="unknown event type 'Hold'"):
-        pycel.spark.detect(spark.createDataFrame(unknown), pattern, order_by="id").collect()
     # Time going backwards within a key fails the job with the engine's message, the key
-    # and the position.
+    # and the position; raise_pycel_errors makes it a DataError again.
     broken = ticks.copy()
     broken.loc[broken.index[-1], "time"] = 0
     timed = BATCH_PATTERNS["partitioned, time window, iteration"]
-    with pytest.raises(Exception, match="time goes backwards") as err:
+    with pytest.raises(DataError, match="time goes backwards") as err, pycel.spark.raise_pycel_errors():
         pycel.spark.detect(spark.createDataFrame(broken), timed, order_by="id").collect()
     assert f"position {len(broken) - 1}" in str(err.value)
+
+
+@pytest.mark.spark
+def test_duplicate_positions_are_found_across_keys(spark: SparkSession) -> None:
+    """Each key's positions are distinct but position 1 is used by two keys: a DataError
+    naming it (and the ids), raised by detect() itself; distinct positions run."""
+    frame = pd.DataFrame(
+        {
+            "id": [0, 1, 1, 2],
+            "event_type": ["Sell", "Sell", "Buy", "Buy"],
+            "name": ["A", "B", "A", "B"],
+            "price": 1.0,
+            "volume": 1,
+            "time": [0, 1, 1, 2],
+            "ref": ["a", "b", "c", "d"],
+        }
+    )
+    pattern = (s >> b).within(events=10).partition_by(Stock.name)
+    duplicated = spark.createDataFrame(frame)
+    repeated = r"positions occur more than once: 1 \(2 events, ref 'b' \.\.\. 'c'\)"
+    with pytest.raises(DataError, match=repeated):
+        pycel.spark.detect(duplicated, pattern, position_column="id", id_column="ref")
+    with pytest.raises(DataError, match="null positions"):
+        nulls = duplicated.withColumn("id", F.when(F.col("ref") != "c", F.col("id")))
+        pycel.spark.detect(nulls, pattern, position_column="id", id_column="ref")
+    frame["id"] = [0, 1, 2, 3]
+    rows = pycel.spark.detect(spark.createDataFrame(frame), pattern, position_column="id").collect()
+    want = expected(pattern, frame.drop(columns=["ref"]))
+    assert len(want) == 2 and {row_key(r) for r in rows} == want
+
+
+@pytest.mark.spark
+def test_executor_errors_are_pycel_errors(spark: SparkSession, tmp_path: Path, ticks: pd.DataFrame) -> None:
+    """A bad row found on an executor fails the job; inside raise_pycel_errors() that is a
+    pycel.DataError naming the event's position, id and group (batch and streaming)."""
+    pattern = BATCH_PATTERNS["partitioned, count window"]
+    unknown = ticks.iloc[:300].copy()
+    unknown["ref"] = "r" + unknown["id"].astype(str)
+    unknown.loc[250, "event_type"] = "Hold"
+    name = unknown.loc[250, "name"]
+    where = (
+        rf"unknown event type 'Hold'.* "
+        rf"\(position 250, ref='r250', group name='{name}', column 'event_type'\)$"
+    )
+    batch = pycel.spark.detect(spark.createDataFrame(unknown), pattern, order_by="id", id_column="ref")
+    with pytest.raises(DataError, match=where), pycel.spark.raise_pycel_errors():
+        batch.collect()
+    write_parquet_parts(unknown, tmp_path / "in", 1)
+    source = spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+    stream = source.parquet(str(tmp_path / "in"))
+    matches = pycel.spark.detect(stream, pattern, position_column="id", id_column="ref")
+    with pytest.raises(DataError, match=where), pycel.spark.raise_pycel_errors():
+        write_until_done(spark, matches, tmp_path)
 
 
 @pytest.mark.spark
@@ -429,6 +503,8 @@ def test_streaming_needs_positions(spark: SparkSession, tmp_path: Path, ticks: p
     stream = spark.readStream.schema(spark.read.parquet(str(tmp_path)).schema).parquet(str(tmp_path))
     with pytest.raises(DataError, match="needs position_column="):
         pycel.spark.detect(stream, BATCH_PATTERNS["unpartitioned"])
+    with pytest.raises(DataError, match=r"no column 'volume' \(read by the filter on s, the filter on b\)"):
+        pycel.spark.detect(stream.drop("volume"), BATCH_PATTERNS["unpartitioned"], position_column="id")
 
 
 STREAM_PATTERN = (s.where(s.volume > 800) >> pycel.plus(b.where(b.volume > 900))).within(5, on=Stock.time)

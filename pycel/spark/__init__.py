@@ -30,6 +30,7 @@ from typing import Literal
 from pyspark.sql import DataFrame
 
 from ._batch import Matcher, SingleGroupWarning, detect_batch, matcher, with_positions
+from ._errors import raise_pycel_errors
 from ._plan import PatternArg, TypesArg
 from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS
 
@@ -43,6 +44,7 @@ __all__ = [
     "SingleGroupWarning",
     "detect",
     "matcher",
+    "raise_pycel_errors",
     "with_positions",
 ]
 
@@ -86,9 +88,11 @@ def detect(
     ``transformWithStateInPandas`` (Spark 4, RocksDB state store) or
     ``applyInPandasWithState``; ``"auto"`` uses the first when it is available.
 
-    Raises :class:`pycel.DataError` for missing or mistyped columns before Spark runs;
-    bad rows (unknown event types, time going backwards within a key) fail the job with
-    a :class:`pycel.DataError` naming the key and position.
+    Raises :class:`pycel.DataError` for missing or mistyped columns before Spark runs
+    (and, in batch with ``position_column``, for repeated or null positions: one small
+    job). Bad rows (unknown event types, time going backwards within a key) fail the job
+    at the action; inside :func:`raise_pycel_errors` that failure is a
+    :class:`pycel.DataError` naming the event's position, id and key.
     """
     if df.isStreaming:
         from ._streaming import detect_stream

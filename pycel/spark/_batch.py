@@ -14,13 +14,24 @@ from pyspark.sql import types as T
 from ..engine import CompiledQuery
 from ..errors import DataError
 from ..events import event_name
-from ._plan import PatternArg, TypesArg, as_list, check_integral, compile_pattern, output_schema, runner_spec
+from ._plan import (
+    PatternArg,
+    TypesArg,
+    as_list,
+    check_columns,
+    check_integral,
+    compile_pattern,
+    output_schema,
+    runner_spec,
+)
 from ._runner import RunnerSpec, run_group
 
 POSITION = "_pycel_position"
 GROUP = "_pycel_group"
 #: An unpartitioned group larger than this warns (on the executor) that it runs on one core.
 LARGE_GROUP_ROWS = 5_000_000
+#: How many repeated positions a DataError lists.
+_SHOWN_DUPLICATES = 5
 
 
 class SingleGroupWarning(UserWarning):
@@ -157,21 +168,20 @@ def detect_batch(
 ) -> DataFrame:
     query = compile_pattern(pattern, types)
     time, order = stream_order(query, time, order_by, id_column)
-    if position_column is None:
-        if not order:
-            raise DataError(
-                "detect() needs the order of the stream: pass order_by= (columns), time= (the "
-                "event-time column) or position_column= (precomputed positions)"
-            )
-        for c in order:
-            if c not in df.columns:
-                raise DataError(f"the DataFrame has no order_by column {c!r}; it has {df.columns}", column=c)
-    else:
-        if position_column not in df.columns:
-            raise DataError(
-                f"the DataFrame has no position column {position_column!r}", column=position_column
-            )
+    if position_column is None and not order:
+        raise DataError(
+            "detect() needs the order of the stream: pass order_by= (columns), time= (the "
+            "event-time column) or position_column= (precomputed positions)"
+        )
+    # Every column the run reads is checked before Spark runs anything.
+    ordering = [(c, "order_by") for c in order] if position_column is None else []
+    positions = [(position_column, "position_column")] if position_column is not None else []
+    check_columns(df.schema, query, event_type_column, [*positions, *ordering])
+    if id_column is not None and id_column not in df.columns:
+        raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
+    if position_column is not None:
         check_integral(df.schema, position_column, "position")
+        check_distinct_positions(df, position_column, id_column)
     keys = grouping(query)
     events = df if position_column is not None else with_positions(df, order, POSITION)
     spec = runner_spec(
@@ -182,7 +192,7 @@ def detect_batch(
         key_columns=list(query.partition),
         id_column=id_column,
         include_events=include_events,
-        needed=[time] if time is not None else [],
+        needed=[(time, "time=")] if time is not None else [],
     )
     schema = output_schema(spec, events.schema)
     # Events with a null key belong to no partition: they keep their positions but cannot
@@ -194,6 +204,43 @@ def detect_batch(
     events, keys, single = with_groups(events, query, event_type_column)
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
+
+
+def check_distinct_positions(df: DataFrame, position_column: str, id_column: str | None) -> None:
+    """Raise a :class:`DataError` naming them if positions repeat or are null anywhere in
+    ``df`` (one aggregation job over that column: each group checks only its own rows,
+    and two events of different keys at one position would go unnoticed there)."""
+    count, first, last = "_pycel_count", "_pycel_first_id", "_pycel_last_id"
+    ids = [F.min(id_column).alias(first), F.max(id_column).alias(last)] if id_column is not None else []
+    bad = (
+        df.groupBy(position_column)
+        .agg(F.count(F.lit(1)).alias(count), *ids)
+        .where((F.col(count) > 1) | F.col(position_column).isNull())
+        .orderBy(F.col(position_column).asc_nulls_first())
+        .limit(_SHOWN_DUPLICATES)
+        .collect()
+    )
+    if not bad:
+        return
+    if bad[0][position_column] is None:
+        null_rows = df.where(F.col(position_column).isNull())
+        which = ""
+        if id_column is not None:
+            null_ids = [r[0] for r in null_rows.select(id_column).limit(_SHOWN_DUPLICATES).collect()]
+            which = f" ({id_column} {null_ids})"
+        raise DataError(f"null positions{which}: every event needs a position", column=position_column)
+    shown = ", ".join(
+        f"{r[position_column]} ({r[count]} events"
+        + (f", {id_column} {r[first]!r} ... {r[last]!r}" if id_column is not None else "")
+        + ")"
+        for r in bad
+    )
+    more = " and maybe more" if len(bad) == _SHOWN_DUPLICATES else ""
+    raise DataError(
+        f"positions occur more than once: {shown}{more}; positions must be unique in the whole "
+        "DataFrame (an event's index in the stream)",
+        column=position_column,
+    )
 
 
 def group_function(spec: RunnerSpec, warn_above: int | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:

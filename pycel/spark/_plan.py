@@ -24,6 +24,9 @@ PatternArg = Any
 #: Extra event types: classes, a CEQL Declaration / mapping, or CEQL declaration text.
 TypesArg = Iterable[type[Event]] | Mapping[str, type[Event]] | str
 
+#: Columns pycel adds to a DataFrame start with this; they never appear in messages or output.
+INTERNAL_PREFIX = "_pycel_"
+
 _ACCEPTS: dict[str, tuple[type[T.DataType], ...]] = {
     "int": (T.IntegralType,),
     "float": (T.IntegralType, T.FloatType, T.DoubleType),
@@ -63,27 +66,49 @@ def compile_pattern(pattern: PatternArg, types: TypesArg = ()) -> CompiledQuery:
     return compile(pattern, types=classes)
 
 
-def columns_read(query: CompiledQuery) -> set[str]:
-    """The attributes the pattern's predicates, partition, join keys, post-filters and
-    window read."""
-    found: set[str] = set(query.partition)
-    found.update(attr for key in query.join_keys for _, attr in key.attributes)
-    if query.post_filters is not None:
-        found.update(query.post_filters.attributes)
-    if query.time_attribute is not None:
-        found.add(query.time_attribute)
+def column_readers(query: CompiledQuery) -> dict[str, list[str]]:
+    """For each attribute the query reads, the parts of the query that read it (for the
+    missing-column message): the filters of each variable, ``partition_by``, equality
+    joins, post-filters and the time window."""
+    readers: dict[str, list[str]] = {}
 
-    def walk(e: Expr[Any]) -> None:
+    def add(column: str, reader: str) -> None:
+        seen = readers.setdefault(column, [])
+        if reader not in seen:
+            seen.append(reader)
+
+    def walk(e: Expr[Any], reader: str) -> None:
         if isinstance(e, Attr):
-            found.add(e.name)
+            add(e.name, reader)
         for child in e.children():
-            walk(child)
+            walk(child, reader)
 
     for atom in query.nfa.atoms:
+        variables = "/".join(sorted(atom.labels)) or atom.event
         for pred in (*atom.filters, atom.type_predicate):
             if pred is not None:
-                walk(pred)
-    return found
+                walk(pred, f"the filter on {variables}")
+    for k in query.partition:
+        add(k, "partition_by")
+    for key in query.join_keys:
+        for _, attr in key.attributes:
+            add(attr, "an equality join")
+    if query.hcq is not None:
+        for per_atom in query.hcq.class_attrs:
+            for maybe in per_atom:
+                if maybe is not None:
+                    add(maybe, "an equality join")
+    if query.post_filters is not None:
+        for attr in query.post_filters.attributes:
+            add(attr, "a post-filter")
+    if query.time_attribute is not None:
+        add(query.time_attribute, "the time window")
+    return readers
+
+
+def user_columns(names: Iterable[str]) -> list[str]:
+    """Column names without pycel's internal ones (``_pycel_position``, ...), for messages."""
+    return [n for n in names if not n.startswith(INTERNAL_PREFIX)]
 
 
 def output_variables(query: CompiledQuery) -> tuple[str, ...]:
@@ -98,18 +123,28 @@ def as_list(columns: str | Sequence[str] | None) -> list[str]:
 
 
 def check_columns(
-    schema: T.StructType, query: CompiledQuery, type_column: str, needed: Iterable[str]
+    schema: T.StructType, query: CompiledQuery, type_column: str, needed: Iterable[tuple[str, str]]
 ) -> list[str]:
     """Check the DataFrame schema against the query; return the attribute columns the
-    engine reads (every declared attribute the DataFrame has)."""
+    engine reads (every declared attribute the DataFrame has).
+
+    ``needed``: further columns the run reads, each with what reads it (the position
+    column, key columns, the event-time column)."""
     fields = {f.name: f.dataType for f in schema.fields}
-    missing = [
-        c for c in dict.fromkeys([type_column, *needed, *sorted(columns_read(query))]) if c not in fields
-    ]
+    readers: dict[str, list[str]] = {type_column: ["event_type_column"]}
+    for column, reader in [*((c, r) for c, rs in column_readers(query).items() for r in rs), *needed]:
+        if reader not in readers.setdefault(column, []):
+            readers[column].append(reader)
+    missing = [c for c in readers if c not in fields]
     if missing:
-        raise DataError(
-            f"the DataFrame has no column {missing[0]!r} (missing: {missing}); it has {list(fields)}"
+        first = missing[0]
+        others = f"; also missing: {missing[1:]}" if len(missing) > 1 else ""
+        err = DataError(
+            f"the DataFrame has no column {first!r} (read by {', '.join(readers[first])}){others}; "
+            f"it has {user_columns(fields)}"
         )
+        err.column = first
+        raise err
     if not isinstance(fields[type_column], T.StringType | T.VarcharType | T.CharType):
         raise DataError(
             f"the event type column must be a string, but it is {fields[type_column].simpleString()}",
@@ -146,14 +181,16 @@ def runner_spec(
     key_columns: Sequence[str],
     id_column: str | None,
     include_events: bool,
-    needed: Iterable[str] = (),
+    needed: Iterable[tuple[str, str]] = (),
 ) -> RunnerSpec:
-    """Check the input schema and describe the work of one group."""
-    attributes = check_columns(schema, query, type_column, [position_column, *key_columns, *needed])
+    """Check the input schema and describe the work of one group.
+
+    ``needed``: further (column, what reads it) pairs, e.g. the event-time column."""
+    columns = [(position_column, "position_column"), *((k, "key_columns") for k in key_columns)]
+    attributes = check_columns(schema, query, type_column, [*columns, *needed])
     if id_column is not None and id_column not in schema.fieldNames():
         raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
-    internal = (position_column,) if position_column.startswith("_pycel_") else ()
-    event_columns = tuple(c for c in schema.fieldNames() if c not in internal) if include_events else ()
+    event_columns = tuple(user_columns(schema.fieldNames())) if include_events else ()
     return RunnerSpec(
         query=query,
         type_column=type_column,

@@ -74,18 +74,39 @@ def describe_key(spec: RunnerSpec, frame: pd.DataFrame) -> str:
     """``name='INTC'`` for error messages (empty for an unpartitioned group)."""
     if not spec.key_columns or not len(frame):
         return ""
-    return ", ".join(f"{k}={frame[k].iloc[0]!r}" for k in spec.key_columns)
+    return ", ".join(f"{k}={_plain(frame[k].iloc[0])!r}" for k in spec.key_columns)
+
+
+def describe_event(spec: RunnerSpec, frame: pd.DataFrame, row: int) -> str:
+    """Where the event in ``frame``'s ``row`` is, for error messages: its position and
+    id (rows within a group's frame mean nothing to the user) and the group's key."""
+    parts = []
+    position = frame[spec.position_column].iloc[row]
+    if not pd.isna(position):
+        parts.append(f"position {int(position)}")
+    if spec.id_column is not None and spec.id_column in frame.columns:
+        parts.append(f"{spec.id_column}={_plain(frame[spec.id_column].iloc[row])!r}")
+    key = describe_key(spec, frame)
+    if key:
+        parts.append(f"group {key}")
+    return ", ".join(parts)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (``1``, not ``np.int64(1)``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.DataFrame:
     """``frame`` in position order, checked: positions present, integral, distinct and
     greater than ``after`` (the last position this key has already processed)."""
     pos = frame[spec.position_column]
-    key = describe_key(spec, frame)
-    where = f" in the group {key}" if key else ""
     if pos.isna().any():
-        raise DataError(f"null position{where}", column=spec.position_column)
+        where = describe_event(spec, frame, int(np.flatnonzero(pos.isna().to_numpy())[0]))
+        raise located_error("null position", where, spec.position_column)
     if not pd.api.types.is_integer_dtype(pos.dtype):
+        key = describe_key(spec, frame)
+        where = f" in the group {key}" if key else ""
         raise DataError(f"positions must be integers, got {pos.dtype}{where}", column=spec.position_column)
     order = np.argsort(pos.to_numpy(), kind="stable")
     frame = frame.iloc[order].reset_index(drop=True)
@@ -93,21 +114,27 @@ def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.
     if len(values):
         dup = np.flatnonzero(values[1:] == values[:-1])
         if len(dup):
-            raise DataError(
-                f"position {values[dup[0]]} occurs twice{where}; positions must be unique",
-                column=spec.position_column,
+            first, second = describe_event(spec, frame, dup[0]), describe_event(spec, frame, dup[0] + 1)
+            raise located_error(
+                f"position {values[dup[0]]} occurs twice; positions must be unique",
+                f"{first}; {second}",
+                spec.position_column,
             )
         if values[0] <= after:
-            raise DataError(
-                f"late event at position {values[0]}{where}: this key has already processed "
-                f"position {after}; events of a key must arrive in position order",
-                column=spec.position_column,
+            raise located_error(
+                f"late event: this key has already processed position {after}; events of a key "
+                "must arrive in position order",
+                describe_event(spec, frame, 0),
+                spec.position_column,
             )
     return frame
 
 
 def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
-    """Push a position-sorted frame into ``stream`` in chunks; the matches found."""
+    """Push a position-sorted frame into ``stream`` in chunks; the matches found.
+
+    An engine error names a row of the chunk; it is raised again naming the event's
+    position, id and group instead."""
     positions = frame[spec.position_column].to_numpy(dtype=np.int64)
     engine_cols = [spec.type_column, *spec.attributes]
     parts = []
@@ -122,14 +149,33 @@ def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
                 )
             )
         except DataError as err:
-            key = describe_key(spec, frame)
-            where = f" (group {key})" if key else ""
-            row = getattr(err, "row", None)
-            at = f" at position {positions[lo + row]}" if row is not None else ""
-            raise DataError(f"{err}{at}{where}") from err
+            raise _located(spec, err, frame, lo) from err
     if not parts:
         return Matches.empty(spec.query.variables)
     return Matches.concat(parts)
+
+
+def _located(spec: RunnerSpec, err: DataError, frame: pd.DataFrame, offset: int) -> DataError:
+    """``err`` (raised for a chunk starting at ``frame`` row ``offset``) with the chunk's
+    row replaced by the event's position, id and group."""
+    message = str(err)
+    suffix = str(DataError("", row=err.row, column=err.column))  # " (row 3, column 'x')"
+    if suffix and message.endswith(suffix):
+        message = message[: -len(suffix)]
+    if err.row is not None and 0 <= offset + err.row < len(frame):
+        where = describe_event(spec, frame, offset + err.row)
+    else:
+        key = describe_key(spec, frame)
+        where = f"group {key}" if key else ""
+    return located_error(message, where, err.column)
+
+
+def located_error(message: str, where: str, column: str | None) -> DataError:
+    """``message (where, column 'c')``: a DataError placed by position, id and group."""
+    inside = ", ".join(part for part in (where, f"column {column!r}" if column else "") if part)
+    err = DataError(f"{message} ({inside})" if inside else message)
+    err.column = column
+    return err
 
 
 def match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.DataFrame:

@@ -31,7 +31,15 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from ..engine import CompiledQuery
 from ..errors import DataError
 from ._batch import grouping, with_groups
-from ._plan import PatternArg, TypesArg, check_integral, compile_pattern, output_schema, runner_spec
+from ._plan import (
+    PatternArg,
+    TypesArg,
+    check_columns,
+    check_integral,
+    compile_pattern,
+    output_schema,
+    runner_spec,
+)
 from ._runner import KeyState, RunnerSpec, advance
 
 EVENT_TIME = "_pycel_event_time"
@@ -102,17 +110,16 @@ def detect_stream(
             "an integer column increasing in stream order (e.g. a sequence number or an offset); "
             "with a 0-based sequence number the matches equal a batch run on the same events"
         )
-    if position_column not in df.columns:
-        raise DataError(f"the DataFrame has no position column {position_column!r}", column=position_column)
-    check_integral(df.schema, position_column, "position")
     if late not in ("error", "drop"):
         raise DataError(f"late= must be 'error' or 'drop', got {late!r}")
     if time is None and query.window_unit in ("seconds", "units"):
         time = query.time_attribute
     if watermark is not None and time is None:
         raise DataError("watermark= needs the event-time column: pass time=")
-    if time is not None and time not in df.columns:
-        raise DataError(f"the DataFrame has no time column {time!r}", column=time)
+    # Every column the query reads is checked before the stream starts.
+    timed = [(time, "time=")] if time is not None else []
+    check_columns(df.schema, query, event_type_column, [(position_column, "position_column"), *timed])
+    check_integral(df.schema, position_column, "position")
     expiry = expiry_ms(query, state_timeout)
     if state_timeout is not None and watermark is None:
         raise DataError("state_timeout= is measured in event time and needs watermark=")
@@ -124,7 +131,7 @@ def detect_stream(
         key_columns=list(query.partition),
         id_column=id_column,
         include_events=include_events,
-        needed=[time] if time is not None else [],
+        needed=[(time, "time=")] if time is not None else [],
     )
     schema = output_schema(spec, df.schema)
     keys = grouping(query)
