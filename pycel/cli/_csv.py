@@ -145,10 +145,12 @@ class CsvSource:
         if not opts.header:
             self._skip_byte_order_mark()
             return [self.type_column, *positions]
+        line = self.handle.readline()
         try:
-            first = self.handle.readline().decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            raise InputError(f"the header row is not UTF-8 text: {err}") from None
+            first = line.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            shown = line.rstrip(b"\r\n")
+            raise InputError(f"the header row (line 1) is not UTF-8 text: {shown[:80]!r}") from None
         if not first.strip():
             return [self.type_column, *positions]
         header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]

@@ -52,7 +52,8 @@ class ParquetSource:
         with open(path, "rb"):  # a missing or unreadable file is an OSError, as for CSV
             pass
         try:
-            self.file = pq.ParquetFile(path)
+            # Pages written with checksums (pyarrow's write_page_checksum) are verified.
+            self.file = pq.ParquetFile(path, page_checksum_verification=True)
             names = list(self.file.schema_arrow.names)
             self.total = self.file.metadata.num_rows
         except Exception as err:  # pyarrow raises several types for a bad file
