@@ -526,3 +526,18 @@ def test_generated_corruptions_never_lose_a_match_before_the_first_bad_row(
         if code == 2 or "price" not in delivered.columns:
             continue
         assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, query, delivered), (kind, err)
+
+
+def test_parquet_page_checksums_are_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    df = stock_frame(200)
+    path = tmp_path / "summed.parquet"
+    options: dict[str, Any] = {"use_dictionary": False, "compression": "none"}
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path, write_page_checksum=True, **options)
+    good = path.read_bytes()
+    value = int(df["stock_time"][120]).to_bytes(8, "little")
+    assert good.count(value) == 1
+    at = good.index(value)
+    path.write_bytes(good[:at] + bytes([good[at] ^ 0x01]) + good[at + 1 :])  # stock_time 2200 -> 2201
+    code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
+    assert code == 1 and f"cannot read {path}" in err and "Traceback" not in err
+    assert out == ""  # the damaged page is the first: nothing read from it is used
