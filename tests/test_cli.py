@@ -909,3 +909,48 @@ def test_within_n_on_a_timestamp_counts_the_time_unit(
         capsys, "explain", "SELECT * FROM S WHERE A ; B WITHIN 2 [t]", "-d", decl, "--time-unit", "ms"
     )
     assert code == 0 and "2000000 [t]" in out
+
+
+@pytest.mark.parametrize("fault", ["overflow", "time"])
+def test_feeder_pushes_the_rows_before_an_engine_error(fault: str) -> None:
+    """A push that fails (an int overflow in a filter: raised after the tuple keys of a
+    two-column partition were assigned; time going backwards) changes nothing: the rows
+    before the bad one are pushed again and give the reference's matches."""
+    from pycel.cli import Feeder
+    from pycel.cli._data import InputError
+    from pycel.cli._output import Writer
+
+    fields = "{ k: int, j: string, v: int, t: int }"
+    decl_text = f"CREATE STREAM S {{ EVENT A {fields}, EVENT B {fields} }}"
+    query = "SELECT * FROM S WHERE A AS a ; B AS b FILTER a[v * v > 0] PARTITION BY [k, j] WITHIN 8 [t]"
+    decl = ceql.parse_declaration(decl_text)
+    pattern = ceql.parse_query(query, decl)
+    rng = np.random.default_rng(3)
+    n = 60
+    frame = pd.DataFrame(
+        {
+            "event_type": rng.choice(["A", "B"], n),
+            "k": rng.integers(0, 3, n),
+            "j": rng.choice(["x", "y"], n),
+            "v": rng.integers(1, 5, n),
+            "t": np.arange(n),
+        }
+    )
+    bad = 47
+    if fault == "overflow":
+        frame.loc[bad, ["event_type", "v"]] = ["A", 2**40]
+    else:
+        frame.loc[bad, "t"] = 3
+    out = io.StringIO()
+    feeder = Feeder(
+        pycel.compile(pattern, types=decl.values()).stream(),
+        Writer("jsonl", out, ["a", "b"]),
+        "event_type",
+        8,
+    )
+    feeder.feed(frame.iloc[:20].reset_index(drop=True))
+    with pytest.raises(InputError) as info:
+        feeder.feed(frame.iloc[20:].reset_index(drop=True))
+    assert info.value.row == bad and feeder.stream.offset == bad
+    expected = sorted(rows_of_matches(pycel.reference.evaluate(pattern, frame.head(bad))))
+    assert len(expected) > 10 and sorted(rows_of_jsonl(out.getvalue())) == expected
