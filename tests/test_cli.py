@@ -954,3 +954,45 @@ def test_feeder_pushes_the_rows_before_an_engine_error(fault: str) -> None:
     assert info.value.row == bad and feeder.stream.offset == bad
     expected = sorted(rows_of_matches(pycel.reference.evaluate(pattern, frame.head(bad))))
     assert len(expected) > 10 and sorted(rows_of_jsonl(out.getvalue())) == expected
+
+
+def test_a_read_failure_midway_is_a_one_line_data_error(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error after some chunks (a disk failing, a file cut while read): exit 1, one
+    line, the matches of the rows read before it written."""
+    import pycel.cli as cli_module
+
+    real_open = cli_module.open_source
+
+    def failing_source(*args: Any) -> Any:
+        source = real_open(*args)
+        chunks = source.chunks
+
+        def some_chunks() -> Any:
+            for base, frame in chunks():
+                if base >= 200:
+                    raise OSError("Input/output error\nat block 7")
+                yield base, frame
+
+        source.chunks = some_chunks
+        return source
+
+    monkeypatch.setattr(cli_module, "open_source", failing_source)
+    args = [
+        "run",
+        "-d",
+        stock["decl"],
+        "--query",
+        stock["query"],
+        stock["data"],
+        "-f",
+        "jsonl",
+        "--chunk-size",
+        "100",
+    ]
+    code, out, err = cli(capsys, *args)
+    assert code == 1 and "Traceback" not in err
+    where = f"pycel: data error in {stock['data']}, after row 200"
+    assert err.splitlines()[0] == f"{where}: cannot read further: Input/output error at block 7"
+    assert rows_of_jsonl(out) == engine_rows(STOCK_DECLARATION, S3_LITERAL, stock["df"].head(200))

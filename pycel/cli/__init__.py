@@ -176,8 +176,13 @@ def _data_error(err: DataError, label: str, base: int) -> int:
         where.append(f"row {row + 1} (position {row})")
     if err.column is not None:
         where.append(f"column {err.column!r}")
-    _say(f"data error in {', '.join(where)}: {_bare_message(err)}")
+    _say(f"data error in {', '.join(where)}: {_one_line(_bare_message(err))}")
     return EXIT_DATA
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line (messages of other libraries may hold line breaks)."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 class _Source(Protocol):
@@ -350,7 +355,8 @@ def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: 
         raise
     except OSError as err:  # the reader's I/O failed mid-file (a file that shrank, a bad disk)
         progress.done()
-        _say(f"data error in {label}, after row {feeder.stream.offset:,}: cannot read further: {err}")
+        reason = _one_line(str(err))
+        _say(f"data error in {label}, after row {feeder.stream.offset:,}: cannot read further: {reason}")
         stopped()
         return EXIT_DATA
     except KeyboardInterrupt:
@@ -372,7 +378,7 @@ def _internal_error(err: BaseException, where: str) -> None:
     """One line for an exception pycel did not expect (the traceback with PYCEL_DEBUG=1)."""
     if os.environ.get("PYCEL_DEBUG"):
         traceback.print_exception(err, file=sys.stderr)
-    text = " ".join(str(err).split()) or "(no message)"
+    text = _one_line(str(err)) or "(no message)"
     _say(
         f"internal error while {where}: {type(err).__name__}: {text} "
         "(please report this with the command; PYCEL_DEBUG=1 shows the traceback)"
