@@ -996,3 +996,18 @@ def test_a_read_failure_midway_is_a_one_line_data_error(
     where = f"pycel: data error in {stock['data']}, after row 200"
     assert err.splitlines()[0] == f"{where}: cannot read further: Input/output error at block 7"
     assert rows_of_jsonl(out) == engine_rows(STOCK_DECLARATION, S3_LITERAL, stock["df"].head(200))
+
+
+def test_a_query_error_raised_by_the_engine_exits_2(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query refused only when data reaches the engine is a query error (exit 2)."""
+    from pycel.engine import Stream
+
+    def refusing_push(self: Stream, data: Any, **kwargs: Any) -> pycel.Matches:
+        raise pycel.UnsupportedError("not with this data")
+
+    monkeypatch.setattr(Stream, "push", refusing_push)
+    code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", stock["query"], stock["data"])
+    assert code == 2 and err.splitlines()[0] == f"pycel: error in {stock['query']}: not with this data"
+    assert "Traceback" not in err

@@ -313,7 +313,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         writer = Writer(args.format, out, output_variables(query, loaded))
         feeder = Feeder(query.stream(), writer, source.type_column, args.match_batch)
-        return _feed_all(args, source, feeder, label)
+        return _feed_all(args, source, feeder, label, loaded.query_source.label)
     finally:
         source.close()
         if out is not sys.stdout:
@@ -321,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
                 out.close()
 
 
-def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: str) -> int:
+def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: str, query_label: str) -> int:
     """Read every chunk into ``feeder`` and report how it ended: the summary, or the error
     after the matches of the rows before it (see docs/cli.md, exit status)."""
     progress = Progress(sys.stderr, args.progress or (sys.stderr.isatty() and not args.quiet))
@@ -347,6 +347,11 @@ def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: 
         _data_error(err, label, base)
         stopped()
         return EXIT_DATA
+    except (PatternError, UnsupportedError) as err:  # the query, refused once data arrives
+        progress.done()
+        _say(f"error in {query_label}: {_one_line(str(err))}")
+        stopped()
+        return EXIT_USAGE
     except OutputError as err:  # (no summary: what was written is unknown)
         progress.done()
         _say(f"cannot write the matches: {err}")
