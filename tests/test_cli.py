@@ -707,13 +707,13 @@ def test_feeder_holds_at_most_a_batch_of_matches(tmp_path: Path) -> None:
     query = pycel.compile(pattern, types=decl.values())
     expected = sorted(rows_of_matches(pycel.reference.evaluate(pattern, df)))
     ends = np.bincount([e for _, e, _ in expected])
-    budget = 2 * int(ends.max())  # some rows end budget / 2 matches
-    per_frame = np.bincount([e // 50 for _, e, _ in expected])
-    assert per_frame.max() > budget  # one push per 50-row frame would hold more
+    budget = 4 * int(ends.max())  # some rows end a quarter of the budget on their own
+    per_frame = np.bincount([e // 75 for _, e, _ in expected])
+    assert per_frame.max() > budget  # one push per 75-row frame would hold more
     out = io.StringIO()
     feeder = Feeder(query.stream(), Writer("jsonl", out, ["s", "b", "c"]), "event_type", budget)
-    for at in range(0, len(df), 50):
-        feeder.feed(df.iloc[at : at + 50].reset_index(drop=True))
+    for at in range(0, len(df), 75):
+        feeder.feed(df.iloc[at : at + 75].reset_index(drop=True))
     assert feeder.writer.written == len(expected)
     assert 0 < feeder.largest <= budget
     assert sorted(rows_of_jsonl(out.getvalue())) == expected

@@ -200,12 +200,12 @@ class Feeder:
     so that memory holds about ``budget`` matches at most, whatever the matches per chunk.
 
     The engine enumerates every match of a pushed batch at once, so a frame is pushed in
-    sub-batches whose size adapts to the matches seen: each push takes about a quarter of
-    ``budget`` divided by the matches per row, the highest rate of the recent pushes (it
-    decays by 10 % a push, and a push takes at most twice the rows of the one before).
-    Matches come in bursts (S3's all end at QQQ events), hence the margin; only a burst
-    four times denser than any recent one, or more than ``budget`` matches ending in one
-    row (they are enumerated together), holds more.
+    sub-batches whose size adapts to the matches seen: each push takes a quarter of
+    ``budget`` rows divided by the matches per row — the highest rate of the recent pushes
+    (it decays by 10 % a push), and at least one — and at most twice the rows of the push
+    before. Matches come in bursts (S3's all end at QQQ events), hence the margin; only a
+    burst four times denser than any recent one (and than one match per row), or more than
+    ``budget`` matches ending in one row (they are enumerated together), holds more.
 
     A data error at a row of a frame stops the feeding after the rows before it: they
     are pushed and their matches written (a push that fails changes nothing), then the
@@ -259,8 +259,10 @@ class Feeder:
         self.largest = max(self.largest, found)
         self.writer.write(matches)
         self.rate = max(found / max(rows, 1), self.rate * _RATE_DECAY)
-        grown = 2 * max(rows, 1)
-        self.rows = grown if self.rate == 0 else max(1, min(grown, int(self.budget / 4 / self.rate)))
+        # Before any match, or when they are sparse, assume one per row: a sudden burst
+        # of up to four matches per row still stays under the budget.
+        allowed = int(self.budget / 4 / max(self.rate, 1.0))
+        self.rows = max(1, min(2 * self.rows, allowed))  # (a push cut short by the frame's end is no sign)
 
 
 def output_variables(query: CompiledQuery, loaded: Loaded) -> list[str]:
