@@ -91,6 +91,7 @@ BAD_ROW = 150  # 0-based position; the file's line BAD_ROW + 2 (after the header
 def _edit(fields: list[str], kind: str) -> str:
     edits = {
         "text in a number": lambda f: [*f[:3], "cheap", f[4]],
+        "NUL in a number": lambda f: [*f[:3], f[3] + "\0" + "7", f[4]],
         "int above int64": lambda f: [*f[:2], "9223372036854775808", *f[3:]],
         "uint64 max": lambda f: [*f[:2], "18446744073709551615", *f[3:]],
         "int below int64": lambda f: [*f[:2], "-9223372036854775809", *f[3:]],
@@ -106,6 +107,7 @@ def _edit(fields: list[str], kind: str) -> str:
 CASES = {
     # kind -> (column named in the error or None, words of the message)
     "text in a number": ("price", "expected a number, got 'cheap'"),
+    "NUL in a number": ("price", "expected a number, got '"),  # numpy would stop at the NUL
     "int above int64": ("volume", "64-bit range"),
     "uint64 max": ("volume", "64-bit range"),
     "int below int64": ("volume", "64-bit range"),

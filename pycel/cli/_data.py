@@ -97,6 +97,14 @@ def check_event_types(names: pd.Series, schema: Schema, base: int, column: str) 
         )
 
 
+_EXPECTED = {
+    "bool": "a boolean (true/false, 1/0, yes/no)",
+    "int": "an integer",
+    "float": "a number",
+    "time": "an integer timestamp or an ISO 8601 date-time",
+}
+
+
 def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_unit: str) -> Any:
     """A column of CSV cells (str or NaN; or numbers already, from a typed read) as values
     of ``dtype`` the engine ingests."""
@@ -111,6 +119,9 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
     present = text.notna().to_numpy()
     if dtype == "str":
         return text
+    # numpy and pandas parse numbers and times as C strings: "2.5\0" would read as 2.5
+    nul = text.str.contains("\0", regex=False).fillna(False).to_numpy(dtype=np.bool_)
+    _raise_bad(text, present & nul, _EXPECTED[dtype], base, column)
     if dtype == "bool":
         lowered = text.str.strip().str.lower()
         truth = lowered.isin(_TRUE).to_numpy()
