@@ -244,7 +244,7 @@ class Stream:
         )
         if isinstance(data, EventBatch) and data.offset != self.offset:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
-        check_input_columns(batch, columns_read_by(self.query))
+        check_input_columns(batch.input_columns, columns_read_by(self.query))
         gpos = self._check_positions(positions, len(batch))
         lows, tail = self._window_starts(batch, gpos)
         q = self.query

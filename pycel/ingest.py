@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -339,10 +339,10 @@ def to_batch(
     return EventBatch(schema, offset, type_ids, out_cols, valid)
 
 
-def check_input_columns(batch: EventBatch, reads: Mapping[str, str]) -> None:
-    """A columnar input must have a column for every attribute the query reads (a missing
-    column is not a column of nulls: it is usually a typo or the wrong file)."""
-    given = batch.input_columns
+def check_input_columns(given: Collection[str] | None, reads: Mapping[str, str]) -> None:
+    """A columnar input (``given``: its column names; None for rows) must have a column for
+    every attribute the query reads (a missing column is not a column of nulls: it is
+    usually a typo or the wrong file)."""
     if given is None:
         return
     for name, where in reads.items():

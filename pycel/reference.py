@@ -404,7 +404,7 @@ def evaluate(pattern: object, events: Any, *, type_column: str = DEFAULT_TYPE_CO
     check(spec)
     schema = Schema.for_types(event_types(spec.body))
     batch = events if isinstance(events, EventBatch) else to_batch(events, schema, type_column=type_column)
-    check_input_columns(batch, columns_read(spec))
+    check_input_columns(batch.input_columns, columns_read(spec))
     if isinstance(events, EventBatch) and events.offset != 0:
         raise DataError("the reference evaluator takes a whole stream (offset 0)")
     matches = Matches.from_list(_evaluate_spec(spec, batch))

@@ -413,6 +413,10 @@ def test_a_column_the_query_reads_must_be_in_the_file(
     code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
     assert code == 0, err  # a query that does not read price runs
     assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df)
+    empty = tmp_path / f"empty.{fmt}"  # no rows: refused all the same
+    df.head(0).to_csv(empty, index=False) if fmt == "csv" else df.head(0).to_parquet(empty, index=False)
+    code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", query, empty)
+    assert code == 1 and "column 'price'" in err and "Traceback" not in err
 
 
 def test_parquet_unknown_and_duplicate_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

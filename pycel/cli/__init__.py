@@ -30,7 +30,9 @@ from ..ceql import bound_variables
 from ..engine import CompiledQuery, Stream
 from ..engine import compile as compile_query
 from ..errors import CeqlSyntaxError, DataError, PatternError, UnsupportedError
+from ..ingest import check_input_columns
 from ..matches import Matches
+from ..predicates import columns_read_by
 from ..query import split_query
 from ._data import TIME_UNITS, InputError, ReadOptions, Schema, open_source
 from ._explain import explain
@@ -305,6 +307,12 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # a bug in reading the file's head: one line, as for data errors
         _internal_error(err, f"opening {label}")
         return EXIT_DATA
+    try:  # also for a file without rows, which never reaches the engine's check
+        if not options.positional:
+            check_input_columns(source.columns, columns_read_by(query))
+    except DataError as err:
+        source.close()
+        return _data_error(err, label, 0)
     out: IO[str] = sys.stdout
     try:
         if args.output not in (None, "-"):
