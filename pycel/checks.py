@@ -1,4 +1,4 @@
-"""Static checks run on every pattern before evaluation (DESIGN.md §1, "Static rules").
+"""Static checks run on every pattern before evaluation (docs/semantics.md, "Static rules").
 
 Each check raises :class:`~pycel.errors.PatternError` with a message that says what is
 wrong and how to fix it; unsafe-but-meaningful patterns get a :class:`PatternWarning`.

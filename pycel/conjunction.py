@@ -11,7 +11,7 @@ satisfies both filters and is bound to the variables of both). So
 
 where ``A·C`` is one event that is an A and a C (only possible when one type is a subclass
 of the other, or, with multiple inheritance, for their common subclasses). The result is
-exact under the reference's set semantics (DESIGN.md §1); interleavings that yield the
+exact under the reference's set semantics (docs/semantics.md); interleavings that yield the
 same valuation are one run of the determinized automaton, so no match is duplicated.
 
 The operands are brought to a disjunctive normal form first: a list of *chains*, each a

@@ -3,7 +3,7 @@
 A pattern is a small tree of frozen ``attrs`` nodes. Build it with functions (``seq``,
 ``plus``, ``not_``), operators (``>>`` sequence, ``|`` or, ``&`` and) and methods
 (``where``, ``as_``, ``within``, ``partition_by``, ``select``, ``strategy``, ``consume``,
-``limit``). The semantics are DESIGN.md §1; :mod:`pycel.reference` is their literal
+``limit``). The semantics are docs/semantics.md; :mod:`pycel.reference` is their literal
 implementation.
 
 Example::

@@ -1,4 +1,4 @@
-"""Normalize equality joins into run keys (DESIGN.md §3.1: equality predicates as keys).
+"""Normalize equality joins into run keys (docs/architecture.md: equality predicates as keys).
 
 A correlation ``a.x == b.x`` is an equality predicate between occurrences. When one class
 of equal attributes constrains *every* event a match can contain, all events of a match

@@ -222,7 +222,7 @@ def _guard(result: set[Valuation]) -> set[Valuation]:
 
 
 def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
-    """The set of valuations of ``node`` over ``stream`` (CEL semantics, DESIGN.md §1)."""
+    """The set of valuations of ``node`` over ``stream`` (CEL semantics, docs/semantics.md)."""
     if isinstance(node, Atom):
         name = _type_name(node.event)
         return {frozenset([(node.var, p)]) for p in stream.positions if name in stream.types[p]}
@@ -265,7 +265,7 @@ def _type_name(cls: type) -> str:
     return event_name(cls)
 
 
-# -- query clauses: consumption first (consumed partial matches are gone, DESIGN.md §1),
+# -- query clauses: consumption first (consumed partial matches are gone, docs/semantics.md),
 # then, in CORE's order, strategy, window, projection, limit -------------------------------
 def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> list[Valuation]:
     """Keep the outputs (all with the same end) that the selection strategy selects."""

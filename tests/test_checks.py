@@ -1,4 +1,4 @@
-"""Static checks (DESIGN.md §1 "Static rules"): ill-formed patterns are PatternErrors with
+"""Static checks (docs/semantics.md "Static rules"): ill-formed patterns are PatternErrors with
 a message saying what is wrong; unsafe ones are PatternWarnings. ``evaluate`` (and every
 engine) runs them before looking at data.
 """

@@ -1,11 +1,12 @@
-"""The worked examples of the papers in shared/papers, reproduced with the reference evaluator.
+"""The worked examples of the source papers (CEL, CORE, PCEA, RMA; cited in docs/semantics.md),
+reproduced with the reference evaluator.
 
 Positions: pycel numbers stream positions from 0. Every paper used here does the same (the
 CEL paper's Figure 1 has an "index 0 1 2 ..." row, the CORE paper's Figure 3 stream is
 labelled 0..6, the PCEA paper's S0 has its positions 0..7 under the tuples, the RMA paper's
 Table 1 an "index 0..5" row), so the paper's numbers are used unchanged.
 
-Where a paper and DESIGN.md §1 disagree, DESIGN.md wins and the test says why.
+Where a paper and docs/semantics.md disagree, docs/semantics.md wins and the test says why.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def test_cel_phi4_correlated_kleene() -> None:
     assert complex_events(evaluate(phi4().strategy("next"), FIGURE_1)) == [(3, 4, 6, 7)]
 
 
-# §4 selection strategies. DESIGN.md §1: the printed definitions are inverted and compare
+# §4 selection strategies. docs/semantics.md: the printed definitions are inverted and compare
 # per valuation; the paper's own examples (reproduced here) mean "keep the maximum among
 # all complex events with the same end". NEXT prefers {1,8} over {5,8} ("{5,8} ≤next
 # {1,8}"), LAST prefers {5,8} ("{1,8} ≤last {5,8}").
@@ -266,7 +267,7 @@ def test_core_figure3_buy_is_not_a_sell() -> None:
     ]
 
 
-# -- DESIGN.md §1, checked against the CORE engine: count windows and PARTITION BY --------
+# -- docs/semantics.md, checked against the CORE engine: count windows and PARTITION BY --------
 class A(Event):
     k: Field[int]
 
@@ -365,8 +366,8 @@ def test_pcea_q0_t_homomorphisms() -> None:
 @pytest.mark.parametrize("n", [5, 6, 7])
 def test_pcea_q0_cumulative_outputs(n: int) -> None:
     """The paper's ⟦Q⟧n(S) is cumulative: the t-homomorphisms into D_n[S] = t0..tn, so
-    η0 and η1 are outputs at position 5 *and again* at 6 (S(4,13) adds nothing). DESIGN.md
-    §1 adopts the new-at-n reading: pycel reports each match once, at its end (5). The
+    η0 and η1 are outputs at position 5 *and again* at 6 (S(4,13) adds nothing).
+    docs/semantics.md adopts the new-at-n reading: pycel reports each match once, at its end (5). The
     cumulative output at n is the set of matches with end ≤ n."""
     matches = evaluate(q0(), S0)
     cumulative = {m.positions() for m in matches if m.end <= n}
@@ -477,7 +478,7 @@ def test_rma_expression_1() -> None:
     """Expression (1): (T AS x);(H AS y) FILTER (x.id = y.id).
 
     The paper says the matches are those of the unfiltered expression "except for {2,3}".
-    That is a paper error (DESIGN.md §3.7): t2 has id 2 and t4 has id 1, so {2,4} fails
+    That is a paper error (docs/architecture.md): t2 has id 2 and t4 has id 1, so {2,4} fails
     the filter as well. The correct result is {0,3}, {0,4}, {1,3}, {1,4}.
     """
     x, y = pycel.alias(RmaT, "x"), pycel.alias(RmaH, "y")

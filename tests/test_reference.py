@@ -1,4 +1,4 @@
-"""The reference evaluator, operator by operator, on tiny hand-computed cases (DESIGN.md §1).
+"""The reference evaluator, operator by operator, on tiny hand-computed cases (docs/semantics.md).
 
 Each expected output below was worked out by hand from §1; the streams stay a few events
 long because the oracle enumerates valuations explicitly. ``rows`` shows matches as
@@ -460,7 +460,7 @@ def test_select_merges_matches_that_become_equal() -> None:
 
 # -- selection strategies -----------------------------------------------------------------
 class TestStrategies:
-    """DESIGN.md §1 (CEL paper §4, corrected): compare the complex events with the same end,
+    """docs/semantics.md (CEL paper §4, corrected): compare the complex events with the same end,
     across all valuations, before the window."""
 
     stream = [A(), A(), B(), B()]  # seq(A, B+): ends 2 and 3

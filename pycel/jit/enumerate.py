@@ -1,4 +1,4 @@
-"""The enumerator (DESIGN.md §3.4): write the matches below a new node to output arrays.
+"""The enumerator (docs/architecture.md): write the matches below a new node to output arrays.
 
 A match is a path of extend nodes from the new node down to a run's first event, choosing
 one content per heap. The walk is depth-first with an explicit stack; only heap nodes with

@@ -1,4 +1,4 @@
-"""The per-event loop for the LAST and NEXT selection strategies (DESIGN.md §1,
+"""The per-event loop for the LAST and NEXT selection strategies (docs/semantics.md,
 corrected CEL §4).
 
 LAST keeps, among the complex events C (position sets) that end at the same position,
@@ -19,7 +19,7 @@ older node (its newest position is later), and nodes created at j are ordered by
 child's rank (a new run, with no child, ranks lowest), with equal ranks exactly for equal
 C. A new node in T replaces T's best set if it outranks it, joins it if it ties.
 
-Consumption comes first (DESIGN.md §1): consumed runs take no part in the choice. After
+Consumption comes first (docs/semantics.md): consumed runs take no part in the choice. After
 an output at position p every existing run starts at or before p, so consumption simply
 ignores the best sets that start before the barrier.
 

@@ -1,4 +1,4 @@
-"""The per-event loop (PCEA paper Algorithm 1; DESIGN.md §3.1) for the ALL strategy.
+"""The per-event loop (PCEA paper Algorithm 1; docs/architecture.md) for the ALL strategy.
 
 :func:`run_batch` processes one batch of events given their class ids, partition keys
 and window starts. For each event it (1) fires the deterministic transitions of its

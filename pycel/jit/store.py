@@ -1,6 +1,6 @@
 """Node store of the runtime: flat int64 arenas, the persistent heap union, the index H.
 
-Two arenas hold the nodes (DESIGN.md §3.2–§3.5). Ids grow monotonically; a node lives in
+Two arenas hold the nodes (docs/architecture.md). Ids grow monotonically; a node lives in
 slot ``id & (capacity - 1)``, and an id is live while no newer node has taken its slot
 (``id >= next_id - capacity``). A slot is only reused when its node was created before
 the window start, so it can never be followed again; otherwise the arena doubles.
