@@ -28,6 +28,9 @@ _NS_PER = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 6
 _TARGET = {"bool": np.bool_, "int": np.int64, "float": np.float64, "time": np.int64, "str": np.int32}
 
 
+#: How to fix a value in a column that the row's event type does not declare.
+_NULL_HINT = " (leave the cells of other event types' attributes null: None, NaN or <NA>)"
+
 def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
@@ -232,7 +235,7 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
             )
         if filled.any():  # declared by some type, but by none of this data's types
             row = _first(filled)
-            message = f"event type {trial.type_names[type_ids[row]]} has no attribute {c!r}"
+            message = f"event type {trial.type_names[type_ids[row]]} has no attribute {c!r}{_NULL_HINT}"
             raise DataError(message, row=row, column=c)
     n = len(frame)
     columns: dict[str, np.ndarray[Any, Any]] = {}
@@ -245,7 +248,7 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
             if stray.any():
                 row = _first(stray)
                 raise DataError(
-                    f"event type {trial.type_names[type_ids[row]]} has no attribute {attr!r}",
+                    f"event type {trial.type_names[type_ids[row]]} has no attribute {attr!r}{_NULL_HINT}",
                     row=row,
                     column=attr,
                 )
