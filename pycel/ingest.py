@@ -320,7 +320,10 @@ def to_batch(
                     message = f"unknown attribute {attr!r}: no event type declares it"
                     raise DataError(message, row=k, column=attr)
                 continue
-            cells.setdefault(attr, [None] * n)[k] = _check_value(value, declared[attr], k, attr, trial)
+            column = cells.get(attr)
+            if column is None:  # (not setdefault: its default list would be built every time)
+                column = cells[attr] = [None] * n
+            column[k] = _check_value(value, declared[attr], k, attr, trial)
     out_cols: dict[str, np.ndarray[Any, Any]] = {}
     valid: dict[str, npt.NDArray[np.bool_]] = {}
     for attr, dtype in trial.fields.items():
