@@ -1,5 +1,10 @@
 """CEQL queries → pycel pattern AST (a hand-written recursive-descent parser).
 
+This module parses the query's clauses (SELECT, FROM, WHERE, PARTITION BY, CONSUME BY,
+LIMIT), the CEL formula after WHERE and its ``stream>T`` qualifiers; the FILTER clauses
+are in :mod:`._filter`, the WITHIN clause in :mod:`._window`, the predicates inside
+``x[…]`` in :mod:`._predicate`.
+
 The grammar, its mapping to :mod:`pycel.dsl` nodes and the differences from CORE are in
 ``docs/ceql.md``. Operator precedence follows CORE's grammar, tightest first:
 ``T AS x`` / ``AS`` / ``+`` / ``:+``, then ``;``, then ``:``, then ``AND`` (pycel), then ``OR``,
@@ -19,7 +24,6 @@ from ..dsl import (
     As,
     Atom,
     Consume,
-    Filter,
     Limit,
     NotAtom,
     Or,
@@ -29,15 +33,18 @@ from ..dsl import (
     Select,
     Seq,
     Strategy_,
-    Within,
-    check_window_size,
 )
-from ..errors import CeqlSyntaxError, PatternError, UnsupportedError
+from ..errors import PatternError
 from ..events import Event, event_name
 from ..expr import BoolOp, Expr
 from ._declaration import Declaration
+from ._filter import FilterParser
 from ._lexer import Cursor, Token
-from ._predicate import PredicateParser, Scope, located
+from ._predicate import located
+from ._scope import bound_variables, type_name_conflict
+from ._window import NS_PER_TIME_UNIT, WindowParser, sized
+
+__all__ = ["CeqlWarning", "bound_variables", "parse_query", "type_name_conflict"]
 
 TypesLike = Mapping[str, type[Event]] | Iterable[type[Event]]
 
@@ -46,12 +53,6 @@ class CeqlWarning(UserWarning):
     """A CEQL query uses something pycel accepts but ignores."""
 
 
-#: ``p FILTER (a OR b) AND (c OR d) …`` becomes a union of filtered copies of p; at most this many.
-MAX_FILTER_COPIES = 256
-
-_UNIT_SECONDS = {"HOURS": 3600, "MINUTES": 60, "SECONDS": 1}
-#: Nanoseconds per ``time_unit`` (pycel keeps timestamps as int64 nanoseconds).
-NS_PER_TIME_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 #: CEL binary operators: token → (precedence, builder). FILTER has precedence 1.
 _FILTER_PREC = 1
 _BINARY: dict[str, tuple[int, Callable[[Pattern, Pattern], Pattern]]] = {
@@ -97,127 +98,10 @@ def parse_query(
             raise PatternError(f"types[{name!r}] is {cls!r}, not a pycel.Event subclass")
     if time_unit is not None and time_unit not in NS_PER_TIME_UNIT:
         raise PatternError(f"time_unit={time_unit!r}: choose one of {sorted(NS_PER_TIME_UNIT)}")
-    parser = _QueryParser(text, named, types if isinstance(types, Declaration) else None, time_attribute)
-    parser.time_unit = time_unit
-    return parser.query()
-
-
-def bound_variables(node: Pattern) -> Scope:
-    """Each variable ``node`` binds, with the event types it may hold (None: any type, from
-    a negated atom), in the order they first appear in the pattern."""
-    if isinstance(node, Atom):
-        return {node.var: [node.event]}
-    if isinstance(node, NotAtom):
-        return {node.var: [None]}
-    out: Scope = {}
-    for child in node.children():
-        for var, kinds in bound_variables(child).items():
-            known = out.setdefault(var, [])
-            known.extend(k for k in kinds if k not in known)
-    if isinstance(node, As):
-        every: list[type[Event] | None] = []
-        for kinds in out.values():
-            every.extend(k for k in kinds if k not in every)
-        out[node.var] = every
-    return out
-
-
-def renamed_atoms(node: Pattern, cls: type[Event], name: str) -> bool:
-    """Whether ``node`` has an atom of event type ``cls`` renamed (``T AS x``, x ≠ ``name``)."""
-    if isinstance(node, Atom):
-        return node.event is cls and node.var != name
-    return any(renamed_atoms(c, cls, name) for c in node.children())
-
-
-def type_name_conflict(node: Pattern, var: str, types: Mapping[str, type[Event]]) -> str | None:
-    """Why reading variable ``var`` (an event type name) over ``node`` means something else
-    in CORE, where ``T AS x`` binds both T and x; None when it means the same."""
-    cls = types.get(var)
-    if cls is None or not renamed_atoms(node, cls, var):
-        return None
-    if var in bound_variables(node):
-        return (
-            f"in CORE, {var!r} would also mean the occurrences of {var} renamed with AS, but "
-            f"pycel binds {var!r} only to the bare {var} atoms; name the occurrences with AS "
-            "and use those names"
-        )
-    return (
-        f"{var!r} is an event type that is renamed with AS here; in pycel `{var} AS x` binds "
-        f"only x (CORE also binds {var}); use the AS names"
+    parser = _QueryParser(
+        text, named, types if isinstance(types, Declaration) else None, time_attribute, time_unit
     )
-
-
-def _checked_float(size: int | float, unit: str) -> float:
-    """``size`` as a float after checking its range (a huge int must not reach float())."""
-    check_window_size(size, unit)
-    return float(size)
-
-
-def sized(build: Callable[[], Pattern], clause: str, tok: Token) -> Pattern:
-    """``build()``, with an out-of-range size or limit reported at ``tok``'s line and column."""
-    try:
-        return build()
-    except (PatternError, OverflowError) as err:
-        shown = tok.text if len(tok.text) <= 24 else f"{tok.text[:10]}…{tok.text[-10:]}"
-        raise PatternError(located(f"{clause} {shown}: {err}", tok)) from None
-
-
-@attrs.define
-class _FilterTree:
-    """A parsed FILTER clause: an atom ``x[P]`` (``pred``) or ``left AND/OR right``."""
-
-    op: str  # "atom", "and", "or"
-    pred: Expr[bool] | None = None
-    left: _FilterTree | None = None
-    right: _FilterTree | None = None
-
-    def conjunction(self) -> Expr[bool] | None:
-        """The tree as one predicate when it has no OR (CORE: AND is nested FILTERs)."""
-        if self.op == "atom":
-            return self.pred
-        if self.op == "or":
-            return None
-        assert self.left is not None and self.right is not None
-        left, right = self.left.conjunction(), self.right.conjunction()
-        if left is None or right is None:
-            return None
-        result: Expr[bool] = BoolOp.build("and", left, right)
-        return result
-
-    def predicate(self) -> Expr[bool]:
-        """The tree as one predicate (valid for one event, where OR of filters is OR)."""
-        if self.op == "atom":
-            assert self.pred is not None
-            return self.pred
-        assert self.left is not None and self.right is not None
-        result: Expr[bool] = BoolOp.build(self.op, self.left.predicate(), self.right.predicate())
-        return result
-
-    def copies(self) -> int:
-        """How many copies of the filtered pattern :meth:`apply` makes."""
-        if self.op == "atom" or self.conjunction() is not None:
-            return 1
-        assert self.left is not None and self.right is not None
-        if self.op == "and":
-            return self.left.copies() * self.right.copies()
-        return self.left.copies() + self.right.copies()
-
-    def apply(self, node: Pattern) -> Pattern:
-        """``node FILTER tree`` with CORE's meaning: ``p FILTER a AND b`` is
-        ``(p FILTER a) FILTER b`` and ``p FILTER a OR b`` is ``(p FILTER a) OR (p FILTER b)``."""
-        if self.copies() > MAX_FILTER_COPIES:
-            raise UnsupportedError(
-                f"this FILTER has {self.copies()} alternatives (ORs of filters inside ANDs multiply); "
-                f"pycel expands them into copies of the pattern and stops at {MAX_FILTER_COPIES}: "
-                "move the ORs inside one variable's brackets, x[a OR b], where possible"
-            )
-        pred = self.conjunction()
-        if pred is not None:
-            return Filter(node, pred)
-        assert self.left is not None and self.right is not None
-        if self.op == "and":
-            return self.right.apply(self.left.apply(node))
-        return Or(self.left.apply(node), self.right.apply(node))
+    return parser.query()
 
 
 class _QueryParser:
@@ -227,14 +111,17 @@ class _QueryParser:
         types: dict[str, type[Event]],
         declaration: Declaration | None,
         time_attribute: str | None,
+        time_unit: str | None,
     ) -> None:
         self.cur = Cursor(text)
         self.types = types
         self.declaration = declaration
-        self.time_attribute = time_attribute
         self.allowed: set[str] | None = None  # event names of the FROM streams
         self.from_streams: list[str] | None = None  # the FROM clause, when written
-        self.time_unit: str | None = None  # the unit of n in WITHIN n [timestamp attribute]
+        if time_attribute is None and declaration is not None:
+            time_attribute = declaration.time_attribute
+        self.windows = WindowParser(self.cur, types, time_attribute, time_unit)
+        self.filters = FilterParser(self.cur, types, self.check_qualifier)
 
     # -- query -----------------------------------------------------------------------------
     def query(self) -> Pattern:
@@ -260,7 +147,7 @@ class _QueryParser:
             partition = self.partition_list()
             clauses = clauses[1:]
         if cur.accept_keyword("WITHIN"):
-            node = self.window(node)
+            node = self.windows.window(node)
             clauses = clauses[clauses.index("WITHIN") + 1 :]
         if partition:
             node = PartitionBy(node, partition)
@@ -368,122 +255,6 @@ class _QueryParser:
             if not cur.accept_op(","):
                 return tuple(keys)
 
-    def window(self, node: Pattern) -> Pattern:
-        cur = self.cur
-        tok = cur.peek()
-        if tok.kind != "number":
-            raise cur.error("expected a window size (n EVENTS, n [attribute], or n HOURS/MINUTES/SECONDS)")
-        if cur.at_keyword("EVENTS", k=1):
-            cur.next()
-            cur.next()
-            if not isinstance(tok.value, int):
-                raise CeqlSyntaxError(
-                    "a count window needs a whole number of events", cur.text, tok.line, tok.column
-                )
-            count = tok.value
-            return sized(lambda: Within(node, _checked_float(count, "events"), "events", None), "WITHIN", tok)
-        if cur.at_op("[", k=1):
-            cur.next()
-            cur.next()
-            attr_tok = cur.expect_ident("an attribute name")
-            attr = self.time_attr(attr_tok)
-            cur.expect_op("]")
-            # n is in the attribute's units; a timestamp holds nanoseconds, and n counts
-            # the unit its integers are read in (exact: no conversion through seconds).
-            scale = self.ns_per_time_unit(attr_tok) if self.attr_dtype(attr_tok) == "time" else 1
-            size = tok.value
-            return sized(
-                lambda: Within(node, _checked_float(size * scale, "units"), "units", attr), "WITHIN", tok
-            )
-        seconds: int | float = 0
-        units: set[str] = set()
-        while cur.peek().kind == "number":
-            number = cur.next()
-            unit = cur.accept_keyword(*_UNIT_SECONDS)
-            if unit is None:
-                raise cur.error(
-                    "expected HOURS, MINUTES or SECONDS"
-                    if units
-                    else "expected EVENTS, [attribute], HOURS, MINUTES or SECONDS"
-                )
-            if unit.value in units:
-                raise cur.error(f"{unit.value} given twice", unit)
-            units.add(unit.value)
-            seconds += number.value * _UNIT_SECONDS[unit.value]
-        if cur.accept_op("["):
-            attr_tok = cur.expect_ident("an attribute name")
-            attr = self.time_attr(attr_tok)
-            cur.expect_op("]")
-        else:
-            attr = self.default_time_attr(tok)
-        total = seconds
-        return sized(lambda: Within(node, _checked_float(total, "seconds"), "seconds", attr), "WITHIN", tok)
-
-    def ns_per_time_unit(self, attr_tok: Token) -> int:
-        if self.time_unit is None:
-            raise PatternError(
-                located(
-                    f"WITHIN n [{attr_tok.value}]: {attr_tok.value!r} is a timestamp, so n needs a "
-                    "unit: pass parse_query(..., time_unit='s', 'ms', 'us' or 'ns'), the unit its "
-                    "integers are read in (pycel's Python API reads them as 'ns'), or write "
-                    f"WITHIN n SECONDS [{attr_tok.value}]",
-                    attr_tok,
-                )
-            )
-        return NS_PER_TIME_UNIT[self.time_unit]
-
-    def attr_dtype(self, tok: Token) -> str:
-        """The one type of attribute ``tok`` in the event types (PatternError otherwise)."""
-        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
-        if not dtypes:
-            raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
-        if len(dtypes) > 1 and "time" in dtypes:
-            raise PatternError(
-                located(
-                    f"WITHIN: attribute {tok.value!r} is a timestamp in some event types and "
-                    f"a {'/'.join(sorted(dtypes - {'time'}))} in others",
-                    tok,
-                )
-            )
-        return "float" if len(dtypes) > 1 else next(iter(dtypes))
-
-    def time_attr(self, tok: Token) -> str:
-        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
-        if not dtypes:
-            raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
-        bad = sorted(dtypes - {"int", "float", "time"})
-        if bad:
-            raise PatternError(
-                located(f"WITHIN: attribute {tok.value!r} is {bad[0]}, not a number or time", tok)
-            )
-        self.attr_dtype(tok)
-        result: str = tok.value
-        return result
-
-    def default_time_attr(self, tok: Token) -> str:
-        name = self.time_attribute
-        if name is None and self.declaration is not None:
-            name = self.declaration.time_attribute
-        if name is None:
-            stamps = {a for cls in self.types.values() for a, d in cls.__fields__.items() if d == "time"}
-            if len(stamps) == 1:
-                name = next(iter(stamps))
-        if name is None:
-            raise PatternError(
-                located(
-                    "WITHIN in HOURS/MINUTES/SECONDS needs the time attribute: write "
-                    "WITHIN … SECONDS [attribute], pass parse_query(..., time_attribute=...), or "
-                    "declare one attribute primary_time (CORE uses arrival time, which pycel "
-                    "does not have)",
-                    tok,
-                )
-            )
-        if not any(name in cls.__fields__ for cls in self.types.values()):
-            raise PatternError(
-                located(f"WITHIN: time attribute {name!r} is not an attribute of any event type", tok)
-            )
-        return name
-
     # -- CEL formulas ----------------------------------------------------------------------
     def cel(self, min_prec: int = _FILTER_PREC) -> Pattern:
         cur = self.cur
@@ -494,7 +265,7 @@ class _QueryParser:
                 if min_prec > _FILTER_PREC:
                     break
                 cur.next()
-                left = self.filter_tree(left).apply(left)
+                left = self.filters.filter_tree(left).apply(left)
                 continue
             key = tok.value if tok.kind in ("op", "keyword") else None
             if key not in _BINARY or _BINARY[key][0] < min_prec:
@@ -615,7 +386,7 @@ class _QueryParser:
         cls, name = self.event_type()
         predicate: Expr[bool] | None = None
         while cur.accept_keyword("FILTER"):
-            tree = self.filter_tree(Atom(cls, name), negated=True)
+            tree = self.filters.filter_tree(Atom(cls, name), negated=True)
             pred = tree.predicate()
             predicate = pred if predicate is None else BoolOp.build("and", predicate, pred)
         cur.expect_op(")", "')' or FILTER (NOT takes one event type, optionally filtered)")
@@ -623,60 +394,3 @@ class _QueryParser:
         if predicate is not None and var != name:
             predicate = predicate._map(lambda a: attrs.evolve(a, var=var) if a.var == name else a)
         return NotAtom(cls, var, predicate)
-
-    # -- FILTER clauses --------------------------------------------------------------------
-    def filter_tree(self, node: Pattern, *, negated: bool = False) -> _FilterTree:
-        left = self.filter_and(node, negated)
-        while self.cur.at_keyword("OR") and self._filter_atom_ahead(1):
-            self.cur.next()
-            left = _FilterTree("or", left=left, right=self.filter_and(node, negated))
-        return left
-
-    def filter_and(self, node: Pattern, negated: bool) -> _FilterTree:
-        left = self.filter_primary(node, negated)
-        while self.cur.at_keyword("AND") and self._filter_atom_ahead(1):
-            self.cur.next()
-            left = _FilterTree("and", left=left, right=self.filter_primary(node, negated))
-        return left
-
-    def _filter_atom_ahead(self, k: int) -> bool:
-        """Whether the tokens from ``k`` on start a filter (``(``* name [``>`` name] ``[``),
-        as opposed to a CEL formula after a CEL-level AND/OR."""
-        cur = self.cur
-        while cur.at_op("(", k=k):
-            k += 1
-        if cur.peek(k).kind != "ident":
-            return False
-        if cur.at_op(">", k=k + 1) and cur.peek(k + 2).kind == "ident":
-            k += 2
-        return cur.at_op("[", k=k + 1)
-
-    def filter_primary(self, node: Pattern, negated: bool) -> _FilterTree:
-        cur = self.cur
-        if cur.accept_op("("):
-            tree = self.filter_tree(node, negated=negated)
-            cur.expect_op(")", "')', AND or OR")
-            return tree
-        tok = cur.expect_ident("a variable name (FILTER x[predicate])")
-        if cur.at_op(">") and cur.peek(1).kind == "ident":  # stream>event
-            cur.next()
-            stream_tok, tok = tok, cur.next()
-            self.check_qualifier(stream_tok, tok)
-        var: str = tok.value
-        scope = bound_variables(node)
-        if negated and var not in scope:
-            raise PatternError(
-                located(f"inside NOT(…), FILTER must name the negated event type {next(iter(scope))!r}", tok)
-            )
-        conflict = type_name_conflict(node, var, self.types)
-        if conflict is not None:
-            raise PatternError(located(f"FILTER {var}[…]: {conflict}", tok))
-        if var not in scope:
-            raise PatternError(
-                located(f"FILTER reads variable {var!r}, which {node!r} does not bind", tok)
-                + f"; it binds {sorted(scope)}"
-            )
-        cur.expect_op("[", "'[' (FILTER x[predicate])")
-        pred = PredicateParser(self.cur, self.types.values(), var, scope, negated).predicate()
-        cur.expect_op("]", "']' or an operator")
-        return _FilterTree("atom", pred=pred)
