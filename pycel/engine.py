@@ -32,6 +32,7 @@ from .conjunction import expand_conjunctions
 from .determinize import Dfa
 from .errors import DataError, UnsupportedError
 from .events import Event, event_name
+from .expr import Arith, Expr
 from .hcq import HcqPlan, plan_hcq, transition_arrays
 from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, check_input_columns, time_values, to_batch
 from .jit.dedupe import unique_matches
@@ -56,6 +57,18 @@ _STRATEGIES = ("all", "any", "strict", "last", "next", "max")
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _post_filters_may_overflow(post: PostFilters | None) -> bool:
+    """Whether a post-filter does integer arithmetic (+, -, *, %), so evaluating it on a
+    match may raise a :class:`DataError` for leaving int64."""
+
+    def has_int_arith(e: Expr[Any]) -> bool:
+        if isinstance(e, Arith) and e.dtype == "int":
+            return True
+        return any(has_int_arith(c) for c in e.children())
+
+    return post is not None and any(has_int_arith(c) for c in post.conjuncts)
 
 
 class CompiledQuery:
@@ -245,6 +258,21 @@ class Stream:
         if isinstance(data, EventBatch) and data.offset != self.offset:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
         check_input_columns(batch.input_columns, columns_read_by(self.query))
+        # A post-filter's integer overflow is found only once the matches are enumerated,
+        # after the automaton advanced: keep the state to put back (a failed push changes
+        # nothing). Only queries whose post-filters do integer arithmetic pay for it.
+        saved = self.snapshot() if _post_filters_may_overflow(self.query.post_filters) else None
+        try:
+            return self._push(batch, positions, began)
+        except DataError:
+            if saved is not None:
+                from .snapshot import decode
+
+                self.__dict__.update(decode(saved).__dict__)
+            raise
+
+    def _push(self, batch: EventBatch, positions: npt.ArrayLike | None, began: float) -> Matches:
+        """:meth:`push` of a checked batch."""
         gpos = self._check_positions(positions, len(batch))
         lows, tail = self._window_starts(batch, gpos)
         q = self.query

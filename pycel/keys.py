@@ -154,15 +154,3 @@ class TupleIds:
         for row in [r for r, seen in self.last.items() if seen < window_start]:
             del self.ids[row], self.last[row]
         self.kept = len(self.ids)
-
-    @classmethod
-    def of(
-        cls, ids: dict[tuple[int, ...], int], last: dict[tuple[int, ...], int] | None, seen: int
-    ) -> TupleIds:
-        """Tuple ids restored from an older snapshot's dictionaries (``last`` missing:
-        every tuple counts as seen at ``seen``)."""
-        made = cls()
-        made.ids = dict(ids)
-        made.last = dict(last) if last is not None else dict.fromkeys(ids, seen)
-        made.next_id = max(ids.values(), default=-1) + 1
-        return made

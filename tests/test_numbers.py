@@ -173,6 +173,24 @@ def test_post_filter_overflow_names_the_match_end() -> None:
     assert err.value.row == 0  # the row in the pushed data
 
 
+@pytest.mark.parametrize("window", [None, 2])
+def test_a_post_filter_overflow_changes_nothing(window: int | None) -> None:
+    """The overflow is found after the automaton ran over the batch: the stream is put
+    back, so pushing other rows instead continues as if the bad push never happened."""
+    s = pycel.alias(Stock, "s")
+    pattern = pycel.seq(s, b).where(s.volume * b.volume > 0, post_filter=True)
+    if window is not None:
+        pattern = pattern.within(events=window)
+    first, bad = [Stock(volume=2**40), Stock(volume=1)], [Stock(volume=2**40)]
+    instead = [Stock(volume=1), Stock(volume=5)]
+    stream = pycel.compile(pattern).stream()
+    got = stream.push(first).keys()
+    with pytest.raises(DataError, match="post-filter"):
+        stream.push(bad)
+    got |= stream.push(instead).keys()
+    assert got == evaluate(pattern, first + instead).keys()
+
+
 # -- generated: engine == reference at the edges ------------------------------------------
 def _frame(events: list[Num]) -> pd.DataFrame:
     return pd.DataFrame(
