@@ -35,7 +35,7 @@ from ..expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, c
 from ..query import split_query
 from ._lexer import quote_ident, quote_string
 from ._predicate import searched_regex
-from ._query import type_name_conflict
+from ._scope import type_name_conflict
 
 _CLAUSES = (Within, PartitionBy, Select, Strategy_, Consume, Limit)
 # CEL precedence levels (higher binds tighter); see _query._BINARY.

@@ -44,7 +44,7 @@ from ._predicate import located
 from ._scope import bound_variables, type_name_conflict
 from ._window import NS_PER_TIME_UNIT, WindowParser, sized
 
-__all__ = ["CeqlWarning", "bound_variables", "parse_query", "type_name_conflict"]
+__all__ = ["CeqlWarning", "bound_variables", "parse_query"]
 
 TypesLike = Mapping[str, type[Event]] | Iterable[type[Event]]
 
