@@ -16,7 +16,7 @@ import warnings
 from .dsl import And, As, Atom, Filter, NotAtom, Pattern, Seq
 from .errors import PatternError
 from .events import Event, event_name
-from .expr import Attr, Compare, Expr, conjuncts
+from .expr import Compare, Expr, attributes_in, conjuncts
 from .query import QuerySpec
 
 
@@ -54,12 +54,6 @@ def _declares(types: set[type[Event] | None], attr: str) -> bool:
     return ANY_TYPE in types or any(attr in t.__fields__ for t in types if t is not None)
 
 
-def _attrs_of(e: Expr[object]) -> list[Attr[object]]:
-    if isinstance(e, Attr):
-        return [e]
-    return [a for c in e.children() for a in _attrs_of(c)]
-
-
 def is_equality_join(pred: Expr[bool]) -> bool:
     """Whether ``pred`` is ``x.a == y.b`` between two different occurrences."""
     if not (isinstance(pred, Compare) and pred.op == "=="):
@@ -70,7 +64,7 @@ def is_equality_join(pred: Expr[bool]) -> bool:
 
 def _check_filter(node: Filter) -> None:
     bound = bound_variables(node.inner)
-    for attr in _attrs_of(node.predicate):
+    for attr in attributes_in(node.predicate):
         if attr.var not in bound:
             raise PatternError(
                 f"where() reads variable {attr.var!r}, which {node.inner!r} does not bind; "
@@ -194,7 +188,7 @@ def _join_classes(joins: list[Expr[bool]]) -> list[set[tuple[str, str]]]:
 
     for join in joins:
         assert isinstance(join, Compare)
-        sides = [(a.var, a.name) for a in _attrs_of(join) if a.var is not None]
+        sides = [(a.var, a.name) for a in attributes_in(join) if a.var is not None]
         for side in sides[1:]:
             parent[root(side)] = root(sides[0])
     classes: dict[tuple[str, str], set[tuple[str, str]]] = {}

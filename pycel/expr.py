@@ -448,6 +448,16 @@ def conjuncts(pred: Expr[bool]) -> list[Expr[bool]]:
     return [pred]
 
 
+def attributes_in(e: Expr[Any]) -> list[Attr[Any]]:
+    """Every attribute ``e`` reads, left to right (a repeated one as often as it occurs).
+
+    Example: ``attributes_in(s.price < b.price)`` is ``[s.price, b.price]``.
+    """
+    if isinstance(e, Attr):
+        return [e]
+    return [a for c in e.children() for a in attributes_in(c)]
+
+
 # -- scalar evaluation (three-valued: None is "unknown", e.g. a null attribute) -------------
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
     "==": lambda a, b: a == b,

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from .dsl import As, Atom, Filter, NotAtom, Pattern, Plus
 from .errors import DataError, UnsupportedError
-from .expr import Attr, Expr, conjuncts
+from .expr import Expr, attributes_in, conjuncts
 from .ingest import EventBatch, Schema
 from .matches import Matches, take
 from .predicates import Overflows, truth
@@ -129,12 +129,6 @@ def _column(var: str, name: str) -> str:
     return f"{var}.{name}"
 
 
-def _attrs_of(e: Expr[Any]) -> list[Attr[Any]]:
-    if isinstance(e, Attr):
-        return [e]
-    return [a for c in e.children() for a in _attrs_of(c)]
-
-
 @attrs.define
 class Tail:
     """The attribute columns a post-filter reads, for the positions that a match of the
@@ -210,7 +204,7 @@ class PostFilters:
         )
         variables = tuple(tuple(sorted(v for v in p.variables() if v is not None)) for p in parts)
         columns = tuple(
-            tuple(sorted({(a.var, a.name) for a in _attrs_of(p) if a.var is not None})) for p in parts
+            tuple(sorted({(a.var, a.name) for a in attributes_in(p) if a.var is not None})) for p in parts
         )
         names = tuple(sorted({name for cols in columns for _, name in cols}))
         return cls(parts, renamed, variables, columns, names)

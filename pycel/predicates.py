@@ -28,7 +28,7 @@ import pandas as pd
 
 from .automaton import AtomState
 from .errors import DataError
-from .expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, eval_scalar
+from .expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, attributes_in, eval_scalar
 from .ingest import EventBatch, _check_value
 
 Mask = npt.NDArray[np.bool_]
@@ -78,9 +78,9 @@ class Overflows:
         if found is None:
             return
         row, e = found
-        names = sorted({a.name for a in _attributes(e)})
+        names = sorted({a.name for a in attributes_in(e)})
         env: dict[str | None, dict[str, Any]] = {}
-        for a in _attributes(e):
+        for a in attributes_in(e):
             env.setdefault(a.var, {})[a.name] = batch.value(a.name, row)
         try:
             eval_scalar(e, env)  # the exact value, for the message (it raises)
@@ -91,12 +91,6 @@ class Overflows:
             row=row,
             column=names[0] if len(names) == 1 else None,
         )
-
-
-def _attributes(e: Expr[Any]) -> list[Attr[Any]]:
-    if isinstance(e, Attr):
-        return [e]
-    return [a for c in e.children() for a in _attributes(c)]
 
 
 def _int_arith(op: str, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[Any, Mask]:
@@ -365,7 +359,7 @@ def columns_read_by(query: Any) -> dict[str, str]:
     for atom in query.nfa.atoms:
         preds = [*atom.filters, *([atom.type_predicate] if atom.type_predicate is not None else [])]
         for pred in preds:
-            for name in sorted({a.name for a in _attributes(pred)}):
+            for name in sorted({a.name for a in attributes_in(pred)}):
                 reads.setdefault(name, f"the filter {pred!r}")
     for join in query.join_keys:
         for _, name in sorted(join.attributes):
@@ -377,7 +371,7 @@ def columns_read_by(query: Any) -> dict[str, str]:
                     reads.setdefault(name, "an equality join")
     if query.post_filters is not None:
         for pred in query.post_filters.conjuncts:
-            for name in sorted({a.name for a in _attributes(pred)}):
+            for name in sorted({a.name for a in attributes_in(pred)}):
                 reads.setdefault(name, f"the post-filter {pred!r}")
     _READS[query] = reads
     return reads

@@ -24,7 +24,7 @@ from typing import Any
 from .checks import check, event_types, is_equality_join
 from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from .errors import DataError
-from .expr import Attr, Compare, Expr, conjuncts, eval_scalar
+from .expr import Attr, Compare, Expr, attributes_in, conjuncts, eval_scalar
 from .ingest import (
     DEFAULT_TYPE_COLUMN,
     EventBatch,
@@ -115,14 +115,8 @@ def _scoped_predicates(
 
 
 def _overflow(message: str, row: int, e: Expr[Any]) -> DataError:
-    names = sorted({a.name for a in _attributes(e)})
+    names = sorted({a.name for a in attributes_in(e)})
     return DataError(message, row=row, column=names[0] if len(names) == 1 else None)
-
-
-def _attributes(e: Expr[Any]) -> list[Attr[Any]]:
-    if isinstance(e, Attr):
-        return [e]
-    return [a for c in e.children() for a in _attributes(c)]
 
 
 def _check_overflow(body: Pattern, batch: EventBatch) -> None:
@@ -328,7 +322,7 @@ def columns_read(spec: QuerySpec) -> dict[str, str]:
         for pred, what in parts:
             if what == "filter" and len(pred.variables()) > 1:
                 what = "correlation"
-            for name in sorted({a.name for a in _attributes(pred)}):
+            for name in sorted({a.name for a in attributes_in(pred)}):
                 reads.setdefault(name, f"the {what} {pred!r}")
     return reads
 
