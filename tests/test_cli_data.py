@@ -342,6 +342,24 @@ def test_parquet_integer_times_that_overflow_nanoseconds(
     assert jsonl_rows(out) == reference_rows(TIME_DECL, TIME_QUERY, events) != []
 
 
+@pytest.mark.parametrize("unit", ["s", "ns"])
+@pytest.mark.parametrize("chunk", [1, 100_000])
+def test_csv_integer_time_of_minus_two_to_the_63_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unit: str, chunk: int
+) -> None:
+    """-2**63 fits int64 but not as nanoseconds: in seconds it wrapped to the epoch, in ns
+    it became NaT (a null); like Parquet, it is outside the nanosecond range."""
+    path = tmp_path / "t.csv"
+    path.write_text(f"event_type,x,t\nA,x,1\nA,x,{-(2**63)}\nB,x,3\n")
+    code, out, err = run(
+        capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl",
+        "--time-unit", unit, "--chunk-size", chunk,
+    )
+    assert code == 1 and "row 2 (position 1), column 't'" in err and "nanosecond range" in err, err
+    events = pd.DataFrame({"event_type": ["A"], "x": "x", "t": pd.to_datetime([1], unit=unit)})
+    assert jsonl_rows(out) == reference_rows(TIME_DECL, TIME_QUERY, events)
+
+
 def test_corrupted_parquet_is_a_one_line_data_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -112,15 +112,16 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
         values = text.to_numpy()
         if dtype != "time":
             return values
+        limit = np.iinfo(np.int64).max // TIME_UNITS[time_unit]
+        over = (values >= limit) | (values <= -limit)  # (np.abs(-2**63) is -2**63)
         scale = np.int64(TIME_UNITS[time_unit])
-        over = np.abs(values) >= np.iinfo(np.int64).max // scale
         _raise_bad(text, over, "a timestamp in the 64-bit nanosecond range", base, column)
         return pd.Series((values * scale).astype("datetime64[ns]"))
     present = text.notna().to_numpy()
     if dtype == "str":
         return text
     # numpy and pandas parse numbers and times as C strings: "2.5\0" would read as 2.5
-    nul = text.str.contains("\0", regex=False).fillna(False).to_numpy(dtype=np.bool_)
+    nul = text.str.contains("\0", regex=False, na=False).to_numpy(dtype=np.bool_)
     _raise_bad(text, present & nul, _EXPECTED[dtype], base, column)
     if dtype == "bool":
         lowered = text.str.strip().str.lower()
@@ -195,7 +196,8 @@ def _fast_numbers(text: pd.Series, present: Any, dtype: str, time_unit: str) -> 
         return None
     if dtype == "time":
         scale = np.int64(TIME_UNITS[time_unit])
-        if len(ints) and np.abs(ints).max() >= np.iinfo(np.int64).max // scale:
+        limit = np.iinfo(np.int64).max // scale
+        if len(ints) and (ints.max() >= limit or ints.min() <= -limit):  # (np.abs(-2**63) is -2**63)
             return None
         stamps = np.zeros(len(text), dtype=np.int64)
         stamps[present] = ints * scale
@@ -225,7 +227,9 @@ def _integers(numbers: pd.Series, parsed: Any) -> Any:
 def _raise_bad(text: pd.Series, bad: Any, expected: str, base: int, column: str) -> None:
     if bad.any():
         k = _first(bad)
-        raise InputError(f"expected {expected}, got {text.iloc[k]!r}", row=base + k, column=column)
+        cell = text.iloc[k]
+        shown = cell.item() if isinstance(cell, np.generic) else cell  # 5, not np.int64(5)
+        raise InputError(f"expected {expected}, got {shown!r}", row=base + k, column=column)
 
 
 def check_declared(frame: pd.DataFrame, names: pd.Series, schema: Schema, base: int) -> None:
