@@ -147,7 +147,8 @@ def _nanoseconds(
     per = _NS_PER.get(unit, 1) * count
     if per > 1:
         raw = values.view(np.int64)
-        bad = present & ((raw > (2**63 - 1) // per) | (raw < -(2**63 - 1) // per))
+        limit = (2**63 - 1) // per  # (not -(2**63 - 1) // per: it floors one unit too far)
+        bad = present & ((raw > limit) | (raw < -limit))
         if bad.any():
             row = _first(bad)
             raise DataError(

@@ -465,3 +465,16 @@ def test_times_outside_64_bit_nanoseconds_are_errors_not_wrapped() -> None:
         with pytest.raises(DataError) as err:
             to_batch(data, schema())
         assert (err.value.row, err.value.column) == (1, "at")
+
+
+def test_the_earliest_coarse_times_are_errors_not_wrapped() -> None:
+    """-9223372037 s is a second before what int64 nanoseconds hold: it wrapped to 2262."""
+    early = np.array([-9223372036, -9223372037], "datetime64[s]")
+    for data in (
+        pd.DataFrame({"event_type": ["Temp", "Temp"], "at": early}),
+        pa.table({"event_type": ["Temp", "Temp"], "at": pa.array(early)}),
+        [Temp(at=e.item()) for e in early],
+    ):
+        with pytest.raises(DataError) as err:
+            to_batch(data, schema())
+        assert (err.value.row, err.value.column) == (1, "at")
