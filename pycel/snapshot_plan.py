@@ -59,12 +59,14 @@ def as_int(x: Json, what: str, lo: int | None = None, hi: int | None = I64) -> i
 
 
 def as_str(x: Json, what: str) -> str:
+    """``x`` if it is a str, else DataError naming ``what``."""
     if type(x) is not str:
         raise bad(f"{what} is {type(x).__name__}, expected a string")
     return x
 
 
 def as_bool(x: Json, what: str) -> bool:
+    """``x`` if it is a bool, else DataError naming ``what``."""
     if type(x) is not bool:
         raise bad(f"{what} is {x!r}, expected true or false")
     return x
@@ -78,22 +80,26 @@ def as_number(x: Json, what: str) -> int | float:
 
 
 def as_float(x: Json, what: str) -> float:
+    """``x`` as a float (an int or float), else DataError naming ``what``."""
     return float(as_number(x, what))
 
 
 def as_list(x: Json, what: str, n: int | None = None) -> list[Any]:
+    """``x`` if it is a list (of ``n`` items, if given), else DataError naming ``what``."""
     if type(x) is not list or (n is not None and len(x) != n):
         raise bad(f"{what} is not a list" + (f" of {n} items" if n is not None else ""))
     return x
 
 
 def as_dict(x: Json, what: str) -> dict[str, Any]:
+    """``x`` if it is a dict, else DataError naming ``what``."""
     if type(x) is not dict:
         raise bad(f"{what} is not an object")
     return x
 
 
 def strs(x: Json, what: str) -> tuple[str, ...]:
+    """``x`` as a tuple of str, else DataError naming ``what``."""
     items = as_list(x, what)
     if not all(type(v) is str for v in items):
         raise bad(f"{what} holds a value that is not a string")
@@ -101,10 +107,12 @@ def strs(x: Json, what: str) -> tuple[str, ...]:
 
 
 def ints(x: Json, what: str, lo: int | None = None, hi: int | None = I64) -> tuple[int, ...]:
+    """``x`` as a tuple of ints in ``[lo, hi)``, else DataError naming ``what``."""
     return tuple(as_int(v, what, lo, hi) for v in as_list(x, what))
 
 
 def dtype_name(x: Json, what: str) -> str:
+    """``x`` if it is an attribute type pycel knows (int, float, ...), else DataError."""
     if x not in DTYPES:
         raise bad(f"{what} has unknown type {x!r}")
     return str(x)
@@ -208,6 +216,7 @@ def _sets(follow: dict[int, frozenset[int]]) -> Json:
 
 
 def nfa_to_json(nfa: Nfa) -> Json:
+    """The automaton's atoms (filters as expressions), first and last atoms and follow sets as JSON."""
     atoms = [
         [
             a.index,
@@ -230,6 +239,7 @@ def nfa_to_json(nfa: Nfa) -> Json:
 
 
 def nfa_from_json(x: Json) -> Nfa:
+    """The automaton :func:`nfa_to_json` wrote, with every index checked."""
     x = as_dict(x, "automaton")
     variables = strs(x.get("variables"), "variables")
     atoms = []
@@ -267,11 +277,13 @@ def nfa_from_json(x: Json) -> Nfa:
 
 
 def schema_to_json(s: Schema) -> Json:
+    """The stream's event types, attributes and string dictionary as JSON."""
     types = [[n, f, sorted(sup)] for n, f, sup in zip(s.type_names, s.type_fields, s.supertypes, strict=True)]
     return {"types": types, "fields": s.fields, "strings": s.strings}
 
 
 def schema_from_json(x: Json) -> Schema:
+    """The schema :func:`schema_to_json` wrote, checked for consistency."""
     x = as_dict(x, "schema")
 
     def fields(f: Json) -> dict[str, str]:
@@ -302,6 +314,7 @@ def _hcq_event(name: str, fields: dict[str, str]) -> Any:
 
 
 def hcq_to_json(p: HcqPlan) -> Json:
+    """The plan of a hierarchical correlation as JSON."""
     from .events import event_name
 
     return {
@@ -334,6 +347,7 @@ def _pair(x: Json) -> tuple[str, str]:
 
 
 def hcq_from_json(x: Json) -> HcqPlan:
+    """The plan :func:`hcq_to_json` wrote, with every index checked."""
     from .hcq import MAX_CHILDREN
 
     x = as_dict(x, "conjunction plan")

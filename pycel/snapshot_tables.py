@@ -30,10 +30,13 @@ Ints = npt.NDArray[np.int64]
 
 
 class Writer:
+    """The arrays of a snapshot being written; :meth:`add` returns an array's index."""
+
     def __init__(self) -> None:
         self.arrays: list[np.ndarray[Any, Any]] = []
 
     def add(self, a: npt.ArrayLike, dtype: Any = None) -> int:
+        """Store ``a`` (as ``dtype``, if given) and return its index for the JSON header."""
         arr = np.asarray(a, dtype=dtype)
         arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
         if arr.dtype.str not in DTYPES:
@@ -43,10 +46,13 @@ class Writer:
 
 
 class Reader:
+    """The arrays of a snapshot being read; :meth:`get` checks each one it returns."""
+
     def __init__(self, arrays: list[np.ndarray[Any, Any]]) -> None:
         self.arrays = arrays
 
     def get(self, ref: Json, what: str, dtype: str = "<i8", ndim: int = 1) -> Any:
+        """The array ``ref`` points to, checked to have ``dtype`` and ``ndim`` (else DataError)."""
         a = self.arrays[as_int(ref, what, 0, len(self.arrays))]
         if a.dtype.str != dtype or a.ndim != ndim:
             raise bad(f"{what} is a {a.ndim}-d {a.dtype} array, expected {ndim}-d {dtype}")
@@ -87,6 +93,7 @@ def _rows_in(r: Reader, ref: Json, what: str, classes: int) -> tuple[Ints, Ints]
 
 
 def in_range(a: Ints, lo: int, hi: int, what: str) -> None:
+    """Raise DataError (naming ``what``) unless every value of ``a`` is in [lo, hi)."""
     if len(a) and (a.min() < lo or a.max() >= hi):
         raise bad(f"{what} outside [{lo}, {hi})")
 
@@ -101,6 +108,7 @@ def _labels(x: Json, variables: tuple[str, ...]) -> LabelSets:
 
 
 def dfa_out(w: Writer, d: Dfa) -> Json:
+    """The determinized automaton's states and transition tables as JSON and arrays."""
     return {
         "states": _sets_out(w, d.states),
         "labels": [sorted(s) for s in d.labels.sets],
@@ -111,6 +119,7 @@ def dfa_out(w: Writer, d: Dfa) -> Json:
 
 
 def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
+    """The automaton :func:`dfa_out` wrote, checked against ``nfa`` (states, atoms, labels)."""
     x = as_dict(x, "automaton tables")
     d = Dfa(nfa)
     d.states = _sets_in(r, x.get("states"), "states", START, len(nfa.atoms))
@@ -134,6 +143,7 @@ def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
 
 
 def max_out(w: Writer, m: MaxDfa) -> Json:
+    """The MAX pair automaton's tables as JSON and arrays."""
     n = len(m.pairs)
     marks = [m.marks[c].get(p, []) for c in range(len(m.class_bits)) for p in range(n)]
     skips = [m.skips[c].get(p, _MISSING) for c in range(len(m.class_bits)) for p in range(n)]
@@ -148,6 +158,7 @@ def max_out(w: Writer, m: MaxDfa) -> Json:
 
 
 def max_in(r: Reader, x: Json, nfa: Nfa) -> MaxDfa:
+    """The pair automaton :func:`max_out` wrote, checked against ``nfa``."""
     x = as_dict(x, "pair automaton")
     m = MaxDfa(nfa)
     t, e, u = (
@@ -183,6 +194,7 @@ def max_in(r: Reader, x: Json, nfa: Nfa) -> MaxDfa:
 
 
 def tuples_out(w: Writer, t: TupleIds) -> Json:
+    """Key tuple ids and last-seen positions as arrays (one row per tuple)."""
     keys = list(t.ids)
     width = len(keys[0]) if keys else 0
     if any(len(k) != width for k in keys):
@@ -197,6 +209,7 @@ def tuples_out(w: Writer, t: TupleIds) -> Json:
 
 
 def tuples_in(r: Reader, x: Json) -> TupleIds:
+    """The tuple ids :func:`tuples_out` wrote (ids unique and below the next id)."""
     x = as_dict(x, "key tuples")
     t = TupleIds()
     rows, ids, last = (
@@ -214,6 +227,7 @@ def tuples_in(r: Reader, x: Json) -> TupleIds:
 
 
 def tail_out(w: Writer, tail: Tail) -> Json:
+    """The post-filter tail's positions and columns as arrays."""
     return {
         "positions": w.add(tail.positions, np.int64),
         "values": {k: w.add(v) for k, v in tail.values.items()},
@@ -222,6 +236,7 @@ def tail_out(w: Writer, tail: Tail) -> Json:
 
 
 def tail_in(r: Reader, x: Json) -> Tail:
+    """The tail :func:`tail_out` wrote, every column as long as its positions."""
     x = as_dict(x, "post-filter tail")
     positions = r.get(x.get("positions"), "tail positions")
     values = {
