@@ -85,6 +85,7 @@ class _MarkedUtf8(io.RawIOBase):
         return True
 
     def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes (all with -1 or None), as a binary file's read."""
         want = -1 if size is None else size
         while not self.done and (want < 0 or len(self.pending) < want):
             block = self.handle.read(max(want, 1 << 20))

@@ -166,6 +166,7 @@ def detect_batch(
     include_events: bool,
     types: TypesArg,
 ) -> DataFrame:
+    """The batch form of :func:`pycel.spark.detect` (it documents the arguments)."""
     query = compile_pattern(pattern, types)
     time, order = stream_order(query, time, order_by, id_column)
     if position_column is None and not order:

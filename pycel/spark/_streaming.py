@@ -103,6 +103,7 @@ def detect_stream(
     late: str,
     stateful_api: str,
 ) -> DataFrame:
+    """The streaming form of :func:`pycel.spark.detect` (it documents the arguments)."""
     query = compile_pattern(pattern, types)
     if position_column is None:
         raise DataError(
