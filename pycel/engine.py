@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Iterable
@@ -261,15 +262,20 @@ class Stream:
         # A post-filter's integer overflow is found only once the matches are enumerated,
         # after the automaton advanced: keep the state to put back (a failed push changes
         # nothing). Only queries whose post-filters do integer arithmetic pay for it.
-        saved = self.snapshot() if _post_filters_may_overflow(self.query.post_filters) else None
+        # An in-memory copy (arrays copied whole), not a snapshot: no encoding or hashing.
+        saved = self._state_copy() if _post_filters_may_overflow(self.query.post_filters) else None
         try:
             return self._push(batch, positions, began)
         except DataError:
             if saved is not None:
-                from .snapshot import decode
-
-                self.__dict__.update(decode(saved).__dict__)
+                self.__dict__.update(saved)
             raise
+
+    def _state_copy(self) -> dict[str, Any]:
+        """A deep copy of the evaluation state (the compiled query is shared, not copied:
+        a push never changes it)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "query"}
+        return copy.deepcopy(state)
 
     def _push(self, batch: EventBatch, positions: npt.ArrayLike | None, began: float) -> Matches:
         """:meth:`push` of a checked batch."""
