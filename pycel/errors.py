@@ -26,7 +26,8 @@ class UnsupportedError(PycelError, NotImplementedError):
 class DataError(PycelError, ValueError):
     """Input data is wrong: unknown event type or attribute, bad value, time going back.
 
-    ``row`` is the 0-based row of the offending input (when known), ``column`` its column.
+    ``row`` is the 0-based row of the offending input (when known), ``column`` its column;
+    ``message`` is the text without them (for callers that place the error themselves).
     """
 
     def __init__(self, message: str, *, row: int | None = None, column: str | None = None):
@@ -36,6 +37,7 @@ class DataError(PycelError, ValueError):
         if column is not None:
             where.append(f"column {column!r}")
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.message = message
         self.row = row
         self.column = column
 

@@ -160,6 +160,22 @@ def _nanoseconds(
     return nanos
 
 
+def _refuse_stray(
+    filled: npt.NDArray[np.bool_],
+    declares: npt.NDArray[np.bool_] | None,
+    schema: Schema,
+    type_ids: npt.NDArray[np.int32],
+    attr: str,
+) -> None:
+    """A non-null cell of ``attr`` in a row whose event type does not declare it is an
+    error (``declares``: per row, whether its type declares ``attr``; None: no row's does)."""
+    stray = filled if declares is None else filled & ~declares
+    if stray.any():
+        row = _first(stray)
+        message = f"event type {schema.type_names[type_ids[row]]} has no attribute {attr!r}{_NULL_HINT}"
+        raise DataError(message, row=row, column=attr)
+
+
 def _check_int_range(
     values: np.ndarray[Any, Any], present: npt.NDArray[np.bool_], kind: str, dtype: str, column: str
 ) -> None:
@@ -234,10 +250,7 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
                 row=_first(filled) if filled.any() else None,
                 column=c,
             )
-        if filled.any():  # declared by some type, but by none of this data's types
-            row = _first(filled)
-            message = f"event type {trial.type_names[type_ids[row]]} has no attribute {c!r}{_NULL_HINT}"
-            raise DataError(message, row=row, column=c)
+        _refuse_stray(filled, None, trial, type_ids, c)  # declared, but by none of this data's types
     n = len(frame)
     columns: dict[str, np.ndarray[Any, Any]] = {}
     valid: dict[str, npt.NDArray[np.bool_]] = {}
@@ -245,14 +258,7 @@ def frame_to_batch(data: Any, schema: Schema, *, type_column: str, offset: int) 
         declares = np.array([attr in f for f in trial.type_fields], dtype=np.bool_)[type_ids]
         if attr in frame.columns:
             filled = frame[attr].notna().to_numpy()
-            stray = filled & ~declares
-            if stray.any():
-                row = _first(stray)
-                raise DataError(
-                    f"event type {trial.type_names[type_ids[row]]} has no attribute {attr!r}{_NULL_HINT}",
-                    row=row,
-                    column=attr,
-                )
+            _refuse_stray(filled, declares, trial, type_ids, attr)
             columns[attr], valid[attr] = _encode_column(frame[attr], dtype, filled, trial, attr)
         else:
             zero: np.ndarray[Any, Any] = np.zeros(n, dtype=_TARGET[dtype])

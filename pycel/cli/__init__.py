@@ -158,18 +158,6 @@ def _source_error(err: SourceError) -> int:
     return EXIT_USAGE
 
 
-def _bare_message(err: DataError) -> str:
-    """The message of a DataError without the ``(row …, column …)`` it appends."""
-    text = str(err)
-    where = []
-    if err.row is not None:
-        where.append(f"row {err.row}")
-    if err.column is not None:
-        where.append(f"column {err.column!r}")
-    suffix = f" ({', '.join(where)})"
-    return text[: -len(suffix)] if where and text.endswith(suffix) else text
-
-
 def _data_error(err: DataError, label: str, base: int) -> int:
     """Report a data error; rows are printed 1-based over the whole input."""
     row = None if err.row is None else (err.row if isinstance(err, InputError) else base + err.row)
@@ -178,7 +166,7 @@ def _data_error(err: DataError, label: str, base: int) -> int:
         where.append(f"row {row + 1} (position {row})")
     if err.column is not None:
         where.append(f"column {err.column!r}")
-    _say(f"data error in {', '.join(where)}: {_one_line(_bare_message(err))}")
+    _say(f"data error in {', '.join(where)}: {_one_line(err.message)}")
     return EXIT_DATA
 
 
@@ -244,7 +232,7 @@ class Feeder:
                     raise
                 # Rows before the bad one are fine: push them (in smaller pushes if they
                 # raise in turn on an earlier row), then report the first bad row.
-                failure = InputError(_bare_message(err), row=self.stream.offset + err.row, column=err.column)
+                failure = InputError(err.message, row=self.stream.offset + err.row, column=err.column)
                 end = at + err.row
                 continue
             self._written(matches, stop - at)

@@ -158,10 +158,7 @@ def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
 def _located(spec: RunnerSpec, err: DataError, frame: pd.DataFrame, offset: int) -> DataError:
     """``err`` (raised for a chunk starting at ``frame`` row ``offset``) with the chunk's
     row replaced by the event's position, id and group."""
-    message = str(err)
-    suffix = str(DataError("", row=err.row, column=err.column))  # " (row 3, column 'x')"
-    if suffix and message.endswith(suffix):
-        message = message[: -len(suffix)]
+    message = err.message
     if err.row is not None and 0 <= offset + err.row < len(frame):
         where = describe_event(spec, frame, offset + err.row)
     else:
