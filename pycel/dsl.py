@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .errors import PatternError
+from .errors import PatternError, short_repr
 from .events import Alias, Event, event_name
 from .expr import Attr, Expr, expr_key
 from .limits import MAX_COUNT_WINDOW, MAX_LIMIT
@@ -514,15 +514,6 @@ def check_limit(n: object) -> None:
         raise PatternError(
             f"a limit needs a whole number from 1 to 2**63 - 1 ({MAX_LIMIT}), got {short_repr(n)}"
         )
-
-
-def short_repr(value: object) -> str:
-    """``repr(value)``, shortened when long (a 400-digit number in an error message).
-
-    Example: ``short_repr(10**400)`` is ``'1000000000…0000000000 (401 characters)'``.
-    """
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:10]}…{text[-10:]} ({len(text)} characters)"
 
 
 # -- functions --------------------------------------------------------------------------

@@ -52,3 +52,12 @@ class CeqlSyntaxError(PycelError, SyntaxError):
         super().__init__(f"{message} at line {line}, column {column}\n  {shown}\n  {caret}")
         self.line = line
         self.column = column
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)``, shortened when long (a 400-digit number in an error message).
+
+    Example: ``short_repr(10**400)`` is ``'1000000000…0000000000 (401 characters)'``.
+    """
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:10]}…{text[-10:]} ({len(text)} characters)"

@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from .errors import DataError
-from .ingest import EventBatch, Schema, declared_attributes, int_problem, shown_number
+from .errors import DataError, short_repr
+from .ingest import EventBatch, Schema, declared_attributes, int_problem
 
 _KINDS = {"bool": "b", "int": "iuf", "float": "iuf", "time": "iuM", "str": "O"}
 _NS_PER = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9,
@@ -210,7 +210,7 @@ def _scalar_problem(v: Any, dtype: str) -> str | None:
             try:
                 float(v)
             except OverflowError:
-                return f"expected float, got {shown_number(v)}: too large for a 64-bit float"
+                return f"expected float, got {short_repr(v)}: too large for a 64-bit float"
             return None
         return None if isinstance(v, float) else bad
     if dtype == "time" and isinstance(v, (datetime, np.datetime64)):

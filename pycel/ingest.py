@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .errors import DataError
+from .errors import DataError, short_repr
 from .events import Event, event_name
 from .expr import INT64_MAX, INT64_MIN
 
@@ -221,21 +221,15 @@ def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) 
         try:
             return float(value)
         except OverflowError:
-            message = f"expected float, got {shown_number(value)}: too large for a 64-bit float"
+            message = f"expected float, got {short_repr(value)}: too large for a 64-bit float"
             raise DataError(message, row=row, column=column) from None
     return value
-
-
-def shown_number(value: int | float) -> str:
-    """``repr(value)``, shortened for huge ints (an error message need not hold 400 digits)."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:12]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
 
 
 def int_problem(value: int | float, dtype: str = "int") -> str | None:
     """Why ``value`` is not a valid ``dtype`` ("int", or "time" as an integer): ints are
     64-bit signed; a float must be integral and in range. None when it is valid."""
-    shown = f"expected {dtype}, got {shown_number(value)} ({type(value).__name__})"
+    shown = f"expected {dtype}, got {short_repr(value)} ({type(value).__name__})"
     if isinstance(value, float) and not value.is_integer():
         return shown
     if not INT64_MIN <= value <= INT64_MAX:
