@@ -2,7 +2,7 @@
 
 A correlation such as ``seq(T0, T1, T2).where((T0.k == T1.k) & (T1.k == T2.k))``, where one
 class of equal attributes constrains every event of a match, runs in the engine as a run
-key, like PARTITION BY (pycel/joins.py). This script measures:
+key, like PARTITION BY (pycel/plan/joins.py). This script measures:
 
 a. **Window scaling** (pycel only): a seeded stream of ``--events`` events (default 1M) whose
    key ``k`` is uniform over ``--keys`` values (default 1,000); types T0 and T1 at 45 % each,

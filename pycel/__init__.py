@@ -17,13 +17,13 @@ Declare event types, write patterns as typed Python expressions, run them::
     matches = pycel.reference.evaluate(pattern, events)
 """
 
-from . import reference
-from .dsl import Pattern, not_, plus, seq
-from .engine import CompiledQuery, Stream, compile
-from .errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
-from .events import Event, Field, Timestamp, alias
-from .expr import Expr
-from .matches import Match, Matches
+from pycel import reference
+from pycel.data.matches import Match, Matches
+from pycel.dsl import Pattern, not_, plus, seq
+from pycel.engine import CompiledQuery, Stream, compile
+from pycel.errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
+from pycel.language.events import Event, Field, Timestamp, alias
+from pycel.language.expr import Expr
 
 __all__ = [
     "CeqlSyntaxError",

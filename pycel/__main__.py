@@ -1,5 +1,5 @@
 """``python -m pycel``: the ``pycel`` command (see :mod:`pycel.cli`)."""
 
-from .cli import main
+from pycel.cli import main
 
 raise SystemExit(main())

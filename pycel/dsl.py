@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 import attrs
 
-from .errors import PatternError, short_repr
-from .events import Alias, Event, event_name
-from .expr import Attr, Expr, expr_key
-from .limits import MAX_COUNT_WINDOW, MAX_LIMIT
+from pycel.errors import PatternError, short_repr
+from pycel.language.events import Alias, Event, event_name
+from pycel.language.expr import Attr, Expr, expr_key
+from pycel.limits import MAX_COUNT_WINDOW, MAX_LIMIT
 
 Strategy = Literal["all", "any", "next", "last", "max", "strict"]
 Policy = Literal["none", "any", "partition"]

@@ -27,31 +27,38 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .automaton import AtomState, Nfa, build_nfa
-from .checks import check, event_types
-from .conjunction import expand_conjunctions
-from .determinize import Dfa
-from .errors import DataError, UnsupportedError
-from .events import Event, event_name
-from .expr import Arith, Expr
-from .hcq import HcqPlan, plan_hcq, transition_arrays
-from .ingest import DEFAULT_TYPE_COLUMN, EventBatch, Schema, check_input_columns, time_values, to_batch
-from .jit.dedupe import unique_matches
-from .jit.last import run_batch_last
-from .jit.maximal import new_pair_arena, run_batch_max
-from .jit.order import new_order
-from .jit.pcea import new_arena, run_batch_hcq
-from .jit.runtime import live_counts, run_batch
-from .jit.store import C_MAX_DEPTH, new_store
-from .joins import JoinKey, plan_joins
-from .keys import TupleIds, join_values, key_values
-from .limits import MAX_VARIABLES
-from .matches import Matches, take
-from .maximal import MaxDfa
-from .postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
-from .postfilter import apply as apply_post_filters
-from .predicates import ClassTable, atom_bits, columns_read_by
-from .query import QuerySpec, split_query
+from pycel.data.ingest import (
+    DEFAULT_TYPE_COLUMN,
+    EventBatch,
+    Schema,
+    check_input_columns,
+    time_values,
+    to_batch,
+)
+from pycel.data.matches import Matches, take
+from pycel.errors import DataError, UnsupportedError
+from pycel.jit.dedupe import unique_matches
+from pycel.jit.last import run_batch_last
+from pycel.jit.maximal import new_pair_arena, run_batch_max
+from pycel.jit.order import new_order
+from pycel.jit.pcea import new_arena, run_batch_hcq
+from pycel.jit.runtime import live_counts, run_batch
+from pycel.jit.store import C_MAX_DEPTH, new_store
+from pycel.language.checks import check, event_types
+from pycel.language.clauses import QuerySpec, split_query
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Arith, Expr
+from pycel.limits import MAX_VARIABLES
+from pycel.plan.automaton import AtomState, Nfa, build_nfa
+from pycel.plan.conjunction import expand_conjunctions
+from pycel.plan.determinize import Dfa
+from pycel.plan.hcq import HcqPlan, plan_hcq, transition_arrays
+from pycel.plan.joins import JoinKey, plan_joins
+from pycel.plan.maximal import MaxDfa
+from pycel.plan.postfilter import PostFilters, Tail, check_clauses, limit_per_end, split_post_filters
+from pycel.plan.postfilter import apply as apply_post_filters
+from pycel.runtime.keys import TupleIds, join_values, key_values
+from pycel.runtime.predicates import ClassTable, atom_bits, columns_read_by
 
 _CONSUME = {"none": 0, "any": 1, "partition": 2}
 _STRATEGIES = ("all", "any", "strict", "last", "next", "max")
@@ -80,7 +87,7 @@ class CompiledQuery:
 
     #: The where(..., post_filter=True) predicates, checked on complete matches (or None).
     post_filters: PostFilters | None = None
-    #: The parallelized automaton of a hierarchical conjunction (pycel/hcq.py), or None.
+    #: The parallelized automaton of a hierarchical conjunction (pycel/plan/hcq.py), or None.
     hcq: HcqPlan | None = None
 
     def __init__(
@@ -143,7 +150,7 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
     if post:
         check_clauses(spec.strategy, spec.consume)
     try:
-        # AND runs as an OR of interleavings (pycel/conjunction.py); checks saw the original.
+        # AND runs as an OR of interleavings (pycel/plan/conjunction.py); checks saw the original.
         planned, join_keys = plan_joins(expand_conjunctions(body))
     except UnsupportedError:
         # Nested join classes over an AND of single events: the parallelized automaton.
@@ -561,7 +568,7 @@ class Stream:
         """The whole evaluation state as bytes of pycel's snapshot format (data only:
         arrays, scalars and the query as data; versioned and checksummed, see
         docs/snapshots.md); :meth:`restore` continues from it."""
-        from .snapshot import encode
+        from pycel.snapshot import encode
 
         return encode(self)
 
@@ -572,7 +579,7 @@ class Stream:
         Raises :class:`DataError` for anything but an intact snapshot of this format
         (truncated, corrupted, foreign or older bytes); never runs code from ``data``.
         """
-        from .snapshot import decode
+        from pycel.snapshot import decode
 
         return decode(data)
 

@@ -21,11 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .checks import check, event_types, is_equality_join
-from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
-from .errors import DataError
-from .expr import Attr, Compare, Expr, attributes_in, conjuncts, eval_scalar
-from .ingest import (
+from pycel.data.ingest import (
     DEFAULT_TYPE_COLUMN,
     EventBatch,
     Schema,
@@ -33,9 +29,13 @@ from .ingest import (
     time_values,
     to_batch,
 )
-from .keys import inexact_join_error
-from .matches import Match, Matches
-from .query import QuerySpec, split_query
+from pycel.data.matches import Match, Matches
+from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.errors import DataError
+from pycel.language.checks import check, event_types, is_equality_join
+from pycel.language.clauses import QuerySpec, split_query
+from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, eval_scalar
+from pycel.runtime.keys import inexact_join_error
 
 Valuation = frozenset[tuple[str, int]]
 
@@ -254,7 +254,7 @@ def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
 
 
 def _type_name(cls: type) -> str:
-    from .events import event_name
+    from pycel.language.events import event_name
 
     return event_name(cls)
 

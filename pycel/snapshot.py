@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Stream
-from .errors import DataError
-from .jit.maximal import ACTIVE
-from .jit.order import O_NEXT, O_PREV
-from .jit.pcea import E_NCH, E_ROWS
-from .jit.store import (
+from pycel.engine import Stream
+from pycel.errors import DataError
+from pycel.jit.maximal import ACTIVE
+from pycel.jit.order import O_NEXT, O_PREV
+from pycel.jit.pcea import E_NCH, E_ROWS
+from pycel.jit.store import (
     C_E_NEXT,
     C_MAX_DEPTH,
     C_U_NEXT,
@@ -51,8 +51,8 @@ from .jit.store import (
     H_VAL,
     N_COUNTERS,
 )
-from .predicates import ClassTable
-from .snapshot_plan import (
+from pycel.runtime.predicates import ClassTable
+from pycel.snapshot_plan import (
     Json,
     as_dict,
     as_float,
@@ -65,7 +65,7 @@ from .snapshot_plan import (
     schema_from_json,
     schema_to_json,
 )
-from .snapshot_tables import (
+from pycel.snapshot_tables import (
     DTYPES,
     Reader,
     Writer,

@@ -3,9 +3,9 @@
 A snapshot holds the query as the engine runs it — the automaton's atoms with their
 predicates, the schema, the join keys, the post-filters and the clauses — not as code:
 every node is written by an explicit encoder and read back by a decoder that accepts only
-the expression node classes of :mod:`pycel.expr` and checks every index and name, so
+the expression node classes of :mod:`pycel.language.expr` and checks every index and name, so
 decoding builds plain pycel objects and runs nothing. The only classes a restore looks up
-are the event classes of a parallelized conjunction (:mod:`pycel.hcq`), by event name in
+are the event classes of a parallelized conjunction (:mod:`pycel.plan.hcq`), by event name in
 the process's defined ``Event`` classes, with their fields compared.
 
 Example::
@@ -20,15 +20,15 @@ import re
 from datetime import datetime
 from typing import Any
 
-from .automaton import AtomState, Nfa
-from .engine import CompiledQuery
-from .errors import DataError
-from .expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
-from .hcq import HcqAtom, HcqPlan, HcqTransition
-from .ingest import Schema, all_event_types
-from .joins import JoinKey
-from .limits import MAX_ATOMS, MAX_VARIABLES
-from .postfilter import PostFilters
+from pycel.data.ingest import Schema, all_event_types
+from pycel.engine import CompiledQuery
+from pycel.errors import DataError
+from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
+from pycel.limits import MAX_ATOMS, MAX_VARIABLES
+from pycel.plan.automaton import AtomState, Nfa
+from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
+from pycel.plan.joins import JoinKey
+from pycel.plan.postfilter import PostFilters
 
 Json = Any
 I64 = 1 << 63
@@ -315,7 +315,7 @@ def _hcq_event(name: str, fields: dict[str, str]) -> Any:
 
 def hcq_to_json(p: HcqPlan) -> Json:
     """The plan of a hierarchical correlation as JSON."""
-    from .events import event_name
+    from pycel.language.events import event_name
 
     return {
         "atoms": [
@@ -348,7 +348,7 @@ def _pair(x: Json) -> tuple[str, str]:
 
 def hcq_from_json(x: Json) -> HcqPlan:
     """The plan :func:`hcq_to_json` wrote, with every index checked."""
-    from .hcq import MAX_CHILDREN
+    from pycel.plan.hcq import MAX_CHILDREN
 
     x = as_dict(x, "conjunction plan")
     atoms = []

@@ -45,10 +45,10 @@ from hypothesis import strategies as st
 
 import pycel
 from pycel import Event, Field, Pattern, PatternError
-from pycel.checks import check_hierarchical
 from pycel.dsl import Plus
-from pycel.events import event_name
-from pycel.expr import Expr
+from pycel.language.checks import check_hierarchical
+from pycel.language.events import event_name
+from pycel.language.expr import Expr
 
 X_VALUES = (0, 1, 2, 3)
 S_VALUES = ("a", "b", "c")
@@ -224,7 +224,7 @@ def _atom(draw: st.DrawFn, types: Sequence[type[Base]], budget: _Budget) -> Patt
 
 
 def _vars(pattern: Pattern) -> list[str]:
-    from pycel.checks import bound_variables
+    from pycel.language.checks import bound_variables
 
     return sorted(bound_variables(pattern))
 
@@ -408,7 +408,7 @@ def number_streams(draw: st.DrawFn, max_len: int = 10) -> list[Num]:
 def number_expressions(draw: st.DrawFn, occurrences: Sequence[Any], depth: int = 2) -> Expr[float]:
     """Arithmetic over the ``n`` and ``f`` of ``occurrences`` (aliases) and edge constants:
     ``+ - * / %`` and unary minus, nested up to ``depth``."""
-    from pycel.expr import Arith, Const
+    from pycel.language.expr import Arith, Const
 
     if depth > 0 and draw(st.integers(0, 2)) == 0:
         if draw(st.integers(0, 4)) == 0:
@@ -431,7 +431,7 @@ def number_expressions(draw: st.DrawFn, occurrences: Sequence[Any], depth: int =
 @st.composite
 def number_predicates(draw: st.DrawFn, occurrences: Sequence[Any], depth: int = 1) -> Expr[bool]:
     """Comparisons of :func:`number_expressions`, ``isin`` with edge values, ``& | ~``."""
-    from pycel.expr import Compare
+    from pycel.language.expr import Compare
 
     if depth > 0 and draw(st.integers(0, 3)) == 0:
         left = draw(number_predicates(occurrences, depth - 1))

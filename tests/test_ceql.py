@@ -47,9 +47,9 @@ from pycel.dsl import (
     Within,
 )
 from pycel.errors import CeqlSyntaxError, PatternError, UnsupportedError
-from pycel.events import Event, Field, alias, event_name
-from pycel.expr import Arith, Attr, Compare, Const, Expr, IsIn, Like
-from pycel.query import split_query
+from pycel.language.clauses import split_query
+from pycel.language.events import Event, Field, alias, event_name
+from pycel.language.expr import Arith, Attr, Compare, Const, Expr, IsIn, Like
 
 STOCK = ceql.parse_declaration(STOCK_DECLARATION)
 BUY, SELL = STOCK["BUY"], STOCK["SELL"]
@@ -981,7 +981,7 @@ def test_ceql_and_dsl_patterns_find_the_same_matches(events: list[Event]) -> Non
 
 # Q4–Q6 bind the bare BUY and SELL atoms on both sides of ';' (CORE binds them too); pycel
 # warns about the repeated variables, which is expected here.
-@pytest.mark.filterwarnings("ignore::pycel.checks.PatternWarning")
+@pytest.mark.filterwarnings("ignore::pycel.language.checks.PatternWarning")
 def test_paper_queries_run_on_the_engine_and_the_reference() -> None:
     events = [
         SELL(name="MSFT", price=27.0, volume=4000, stock_time=0),

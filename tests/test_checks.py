@@ -13,8 +13,8 @@ import pytest
 
 import pycel
 from pycel import Event, Field, PatternError, not_, plus, seq
-from pycel.checks import PatternWarning, bound_variables, check, event_types, is_equality_join
-from pycel.query import split_query
+from pycel.language.checks import PatternWarning, bound_variables, check, event_types, is_equality_join
+from pycel.language.clauses import split_query
 from pycel.reference import evaluate
 
 

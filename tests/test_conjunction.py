@@ -1,5 +1,5 @@
 """Conjunction (``p & q``, CEQL AND) in the engine: the interleaving expansion of
-:mod:`pycel.conjunction` against the reference evaluator — hand-written cases, every
+:mod:`pycel.plan.conjunction` against the reference evaluator — hand-written cases, every
 rejection message, and generated patterns over the shared stream generators."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from strategies import Base, Features, cases, event_types, streams, unary_predic
 from test_engine import A, B, C, D, Ev, agree
 
 import pycel
-from pycel.checks import bound_variables
-from pycel.conjunction import _chains, expand_conjunctions
 from pycel.dsl import And, As, Atom, NotAtom, Pattern, Plus, Seq
-from pycel.events import event_name
-from pycel.query import split_query
+from pycel.language.checks import bound_variables
+from pycel.language.clauses import split_query
+from pycel.language.events import event_name
+from pycel.plan.conjunction import _chains, expand_conjunctions
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 seq, plus, not_ = pycel.seq, pycel.plus, pycel.not_

@@ -15,8 +15,8 @@ import pytest
 import pycel
 from pycel import Event, Field, PatternError, not_, plus, seq
 from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Plus, Seq, Within
-from pycel.expr import Attr, Compare, Const
-from pycel.query import split_query
+from pycel.language.clauses import split_query
+from pycel.language.expr import Attr, Compare, Const
 
 
 class Stock(Event):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import pycel
+from pycel.data.ingest import EventBatch, Schema
 from pycel.dsl import Pattern
-from pycel.ingest import EventBatch, Schema
 
 warnings.simplefilter("ignore", UserWarning)
 

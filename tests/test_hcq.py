@@ -1,5 +1,5 @@
 """Hierarchical conjunctions with nested join classes on the parallelized automaton
-(pycel/hcq.py, pycel/jit/pcea.py): identical to the reference, no duplicates.
+(pycel/plan/hcq.py, pycel/jit/pcea.py): identical to the reference, no duplicates.
 
 Generated patterns: an AND of 2–4 events (distinct types, or self-joins: a repeated type,
 or a type and its subtype, where one event may serve two atoms), a random laminar family of

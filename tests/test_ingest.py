@@ -17,7 +17,7 @@ import pytest
 
 import pycel
 from pycel import DataError, Event, Field, seq
-from pycel.ingest import EventBatch, Schema, time_values, to_batch
+from pycel.data.ingest import EventBatch, Schema, time_values, to_batch
 from pycel.reference import evaluate
 
 
@@ -369,9 +369,9 @@ def test_a_column_the_query_reads_must_be_in_a_columnar_input() -> None:
 
 
 def test_the_read_columns_check_matches_the_reference() -> None:
-    from pycel.predicates import columns_read_by
-    from pycel.query import split_query
+    from pycel.language.clauses import split_query
     from pycel.reference import columns_read
+    from pycel.runtime.predicates import columns_read_by
 
     r, t = pycel.alias(Reading, "r"), pycel.alias(Temp, "t")
     for pattern in [

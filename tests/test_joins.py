@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from test_engine import agree
 
 import pycel
+from pycel.data.ingest import EventBatch, Schema
 from pycel.dsl import Limit, Pattern, as_pattern
 from pycel.errors import PatternError, UnsupportedError
-from pycel.ingest import EventBatch, Schema
 
 
 class Stock(pycel.Event):

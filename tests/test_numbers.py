@@ -138,7 +138,7 @@ def test_int_float_comparisons_are_exact() -> None:
 
 def test_nan_compares_false_except_not_equal() -> None:
     """A NaN in the data is a null; a NaN computed (inf * 0) or written is a NaN."""
-    from pycel.expr import Compare
+    from pycel.language.expr import Compare
 
     events = [Stock(volume=1, price=float("inf"))]
     for op, expected in [("==", 0), ("!=", 1), ("<", 0), (">=", 0)]:

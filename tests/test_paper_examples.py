@@ -408,7 +408,7 @@ def _engine(pattern: pycel.Pattern, events: list[Any]) -> pycel.Matches:
 
 
 # Q0's classes are nested (x over T, S, R; y over S, R): the engine runs it on the
-# parallelized automaton (pycel/hcq.py), with the delay guarantee.
+# parallelized automaton (pycel/plan/hcq.py), with the delay guarantee.
 def test_engine_pcea_q0_on_the_parallelized_automaton() -> None:
     query = pycel.compile(q0())
     assert query.hcq is not None

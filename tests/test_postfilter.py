@@ -17,9 +17,9 @@ from strategies import Base, Features, event_types, patterns, streams
 from test_engine import A, B, C, D, Ev, a, agree, b, c, d  # noqa: F401
 
 import pycel
-from pycel.automaton import build_nfa
 from pycel.dsl import Filter, Or, Pattern, Plus, Seq
-from pycel.postfilter import split_post_filters
+from pycel.plan.automaton import build_nfa
+from pycel.plan.postfilter import split_post_filters
 
 warnings.simplefilter("ignore", UserWarning)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -285,7 +285,7 @@ BODIES = Features(windows=False, partition=False, negation=True, contiguous=True
 
 
 def _bindings(node: Pattern) -> Counter[str]:
-    from pycel.postfilter import _bindings as count
+    from pycel.plan.postfilter import _bindings as count
 
     return count(node)
 

@@ -19,8 +19,8 @@ from strategies import Features, cases, event_types
 
 import pycel
 from pycel import DataError, Event, Field, PatternError, not_, plus, seq
-from pycel.checks import PatternWarning
-from pycel.query import split_query
+from pycel.language.checks import PatternWarning
+from pycel.language.clauses import split_query
 from pycel.reference import evaluate
 
 

@@ -34,7 +34,7 @@ from test_postfilter import post_filtered_cases
 
 import pycel
 from pycel.dsl import Consume, Limit, PartitionBy, Pattern, Select, Strategy_, Within
-from pycel.expr import expr_key
+from pycel.language.expr import expr_key
 from pycel.snapshot import FORMAT, MAGIC, pack, unpack
 
 TYPES = event_types(4)

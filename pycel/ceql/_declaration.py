@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import cast
 
-from ..errors import PatternError
-from ..events import Event, EventMeta, Field, event_name
+from pycel.errors import PatternError
+from pycel.language.events import Event, EventMeta, Field, event_name
+
 from ._lexer import Cursor, Token, quote_ident
 
 #: CEQL attribute types (case-insensitive) → pycel dtype. CORE spells them int, long,

@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from ..dsl import Filter, Or, Pattern
-from ..errors import PatternError, UnsupportedError
-from ..events import Event
-from ..expr import BoolOp, Expr
+from pycel.dsl import Filter, Or, Pattern
+from pycel.errors import PatternError, UnsupportedError
+from pycel.language.events import Event
+from pycel.language.expr import BoolOp, Expr
+
 from ._lexer import Cursor, Token
 from ._predicate import PredicateParser, located
 from ._scope import bound_variables, type_name_conflict

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import CeqlSyntaxError
+from pycel.errors import CeqlSyntaxError
 
 #: Reserved words (CORE's lexer keywords plus pycel's TRUE/FALSE/MATCHES/CREATE/DECLARE).
 #: Singular time units are spelled as their plural, as in CORE's lexer.

@@ -6,9 +6,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import PatternError
-from ..events import Event, event_name
-from ..expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
+from pycel.errors import PatternError
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
+
 from ._lexer import Cursor, Token
 
 _COMPARISONS = {"=": "==", "==": "==", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -24,7 +25,7 @@ _SEARCH = re.compile(r"((?:\(\?[aiLmsux]+\))*)\(\?s:\.\*\)\(\?:(.*)\)\(\?s:\.\*\
 def search_regex(pattern: str) -> str:
     """A regex whose whole-string match is a *search* for ``pattern`` (CORE's LIKE).
 
-    ``pycel.expr.Like`` matches the whole string; CORE's LIKE finds the regex anywhere
+    ``pycel.language.expr.Like`` matches the whole string; CORE's LIKE finds the regex anywhere
     (``name LIKE 'IMM'`` holds for RIMM). Leading global flags such as ``(?i)`` stay first.
 
     Example: ``search_regex("IMM")`` → ``'(?s:.*)(?:IMM)(?s:.*)'``

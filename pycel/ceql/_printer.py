@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from ..dsl import (
+from pycel.dsl import (
     And,
     As,
     Atom,
@@ -29,10 +29,11 @@ from ..dsl import (
     Within,
     as_pattern,
 )
-from ..errors import UnsupportedError
-from ..events import Event, event_name
-from ..expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, conjuncts
-from ..query import split_query
+from pycel.errors import UnsupportedError
+from pycel.language.clauses import split_query
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, conjuncts
+
 from ._lexer import quote_ident, quote_string
 from ._predicate import searched_regex
 from ._scope import type_name_conflict

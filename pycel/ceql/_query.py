@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from ..dsl import (
+from pycel.dsl import (
     STRATEGIES,
     And,
     As,
@@ -34,9 +34,10 @@ from ..dsl import (
     Seq,
     Strategy_,
 )
-from ..errors import PatternError
-from ..events import Event, event_name
-from ..expr import BoolOp, Expr
+from pycel.errors import PatternError
+from pycel.language.events import Event, event_name
+from pycel.language.expr import BoolOp, Expr
+
 from ._declaration import Declaration
 from ._filter import FilterParser
 from ._lexer import Cursor, Token
@@ -70,7 +71,7 @@ def parse_query(
 
     ``types`` maps event names to :class:`pycel.Event` subclasses: a
     :class:`~pycel.ceql.Declaration`, any mapping, or an iterable of classes (named by
-    :func:`pycel.events.event_name`). ``time_attribute`` is the attribute that
+    :func:`pycel.language.events.event_name`). ``time_attribute`` is the attribute that
     ``WITHIN 1 hours 2 minutes 3 seconds`` measures; by default the declaration's
     ``primary_time`` attribute, else the only timestamp attribute of ``types``.
     ``time_unit`` (``s``, ``ms``, ``us`` or ``ns``) is the unit of ``n`` in ``WITHIN n

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..dsl import As, Atom, NotAtom, Pattern
-from ..events import Event
+from pycel.dsl import As, Atom, NotAtom, Pattern
+from pycel.language.events import Event
+
 from ._predicate import Scope
 
 

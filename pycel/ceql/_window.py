@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..dsl import Pattern, Within, check_window_size
-from ..errors import CeqlSyntaxError, PatternError
-from ..events import Event
+from pycel.dsl import Pattern, Within, check_window_size
+from pycel.errors import CeqlSyntaxError, PatternError
+from pycel.language.events import Event
+
 from ._lexer import Cursor, Token
 from ._predicate import located
 

@@ -26,14 +26,15 @@ from typing import IO, Any, Protocol
 
 import pandas as pd
 
-from ..ceql import bound_variables
-from ..engine import CompiledQuery, Stream
-from ..engine import compile as compile_query
-from ..errors import CeqlSyntaxError, DataError, PatternError, UnsupportedError
-from ..ingest import check_input_columns
-from ..matches import Matches
-from ..predicates import columns_read_by
-from ..query import split_query
+from pycel.ceql import bound_variables
+from pycel.data.ingest import check_input_columns
+from pycel.data.matches import Matches
+from pycel.engine import CompiledQuery, Stream
+from pycel.engine import compile as compile_query
+from pycel.errors import CeqlSyntaxError, DataError, PatternError, UnsupportedError
+from pycel.language.clauses import split_query
+from pycel.runtime.predicates import columns_read_by
+
 from ._data import TIME_UNITS, InputError, ReadOptions, Schema, open_source
 from ._explain import explain
 from ._load import Loaded, SourceError, UsageError, load

@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError
+from pycel.errors import DataError
 
 if TYPE_CHECKING:
     from ._csv import CsvSource

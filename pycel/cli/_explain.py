@@ -16,16 +16,17 @@ from __future__ import annotations
 import time
 from itertools import product
 
-from ..automaton import AtomState, Nfa, build_nfa
-from ..ceql import Declaration, to_ceql
-from ..checks import check
-from ..determinize import Dfa
-from ..engine import CompiledQuery
-from ..engine import compile as compile_query
-from ..errors import PatternError, UnsupportedError
-from ..ingest import Schema
-from ..maximal import MaxDfa
-from ..query import QuerySpec, split_query
+from pycel.ceql import Declaration, to_ceql
+from pycel.data.ingest import Schema
+from pycel.engine import CompiledQuery
+from pycel.engine import compile as compile_query
+from pycel.errors import PatternError, UnsupportedError
+from pycel.language.checks import check
+from pycel.language.clauses import QuerySpec, split_query
+from pycel.plan.automaton import AtomState, Nfa, build_nfa
+from pycel.plan.determinize import Dfa
+from pycel.plan.maximal import MaxDfa
+
 from ._load import Loaded
 
 #: Determinize only when there are at most this many predicate classes…

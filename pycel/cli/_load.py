@@ -18,9 +18,9 @@ from pathlib import Path
 
 import attrs
 
-from ..ceql import Declaration, parse_declaration, parse_query, tokenize
-from ..dsl import Pattern
-from ..errors import PycelError
+from pycel.ceql import Declaration, parse_declaration, parse_query, tokenize
+from pycel.dsl import Pattern
+from pycel.errors import PycelError
 
 
 class UsageError(Exception):

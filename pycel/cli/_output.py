@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ..matches import Matches
+from pycel.data.matches import Matches
 
 FORMATS = ("text", "jsonl", "csv")
 

@@ -1,5 +1,5 @@
 """The per-event loop for the MAX selection strategy (CEL paper Algorithm 7 on the node
-store; the pair automaton is :mod:`pycel.maximal`).
+store; the pair automaton is :mod:`pycel.plan.maximal`).
 
 Under MAX a run's fate depends on the runs that contain it, so skipping is no longer
 implicit: every event of a key moves *all* of the key's live pairs. A key's pairs are a
@@ -93,7 +93,7 @@ def run_batch_max(  # type: ignore[no-untyped-def]
 ):
     """Process one batch under MAX; return the (possibly grown) store, pair arena and the
     matches found (the arguments mean what they mean for
-    :func:`pycel.jit.runtime.run_batch`; the tables are :class:`pycel.maximal.MaxTables`)."""
+    :func:`pycel.jit.runtime.run_batch`; the tables are :class:`pycel.plan.maximal.MaxTables`)."""
     n = classes.shape[0]
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     cur_p = np.empty(16, dtype=np.int64)  # the key's pairs and roots

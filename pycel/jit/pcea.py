@@ -1,5 +1,5 @@
 """The per-event loop for parallelized transitions (PCEA paper Algorithm 1 with |P| > 1):
-hierarchical conjunctions with nested join classes (:mod:`pycel.hcq`).
+hierarchical conjunctions with nested join classes (:mod:`pycel.plan.hcq`).
 
 An extend node may have up to four children (heaps of the states the transition joins),
 stored in extra rows of the same arena; its max-start is the minimum over the children,

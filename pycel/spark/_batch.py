@@ -11,9 +11,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..engine import CompiledQuery
-from ..errors import DataError
-from ..events import event_name
+from pycel.engine import CompiledQuery
+from pycel.errors import DataError
+from pycel.language.events import event_name
+
 from ._plan import (
     PatternArg,
     TypesArg,

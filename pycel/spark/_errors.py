@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .. import errors
-from ..errors import PycelError
+from pycel import errors
+from pycel.errors import PycelError
 
 #: ``pycel.errors.DataError: message`` at the start of a line of a worker's traceback.
 _ERROR_LINE = re.compile(rf"^{re.escape(errors.__name__)}\.(\w+): (.*)$", re.MULTILINE)

@@ -13,10 +13,11 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from ..engine import CompiledQuery, compile
-from ..errors import DataError, PatternError
-from ..events import Event
-from ..expr import Attr, Expr
+from pycel.engine import CompiledQuery, compile
+from pycel.errors import DataError, PatternError
+from pycel.language.events import Event
+from pycel.language.expr import Attr, Expr
+
 from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS, RunnerSpec
 
 #: What a pattern may be: a DSL pattern, a compiled query, or a CEQL query text.
@@ -47,7 +48,7 @@ def compile_pattern(pattern: PatternArg, types: TypesArg = ()) -> CompiledQuery:
     classes: list[type[Event]]
     if isinstance(types, str) or isinstance(pattern, str):
         try:
-            from .. import ceql
+            from pycel import ceql
         except ImportError as err:  # pragma: no cover - the CEQL parser is part of pycel
             raise PatternError("CEQL text needs pycel.ceql, which is not available") from err
         decl: Any = ceql.parse_declaration(types) if isinstance(types, str) else types

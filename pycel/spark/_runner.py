@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..engine import CompiledQuery, Stream
-from ..errors import DataError
-from ..matches import Matches
+from pycel.data.matches import Matches
+from pycel.engine import CompiledQuery, Stream
+from pycel.errors import DataError
 
 #: Output columns after the key columns.
 MATCH_START, MATCH_END, POSITIONS, IDS, EVENTS = "match_start", "match_end", "positions", "ids", "events"

@@ -28,8 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from ..engine import CompiledQuery
-from ..errors import DataError
+from pycel.engine import CompiledQuery
+from pycel.errors import DataError
+
 from ._batch import grouping, with_groups
 from ._plan import (
     PatternArg,

@@ -28,9 +28,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from pycel.errors import UnsupportedError
+from pycel.limits import MAX_STATES
+
 from .automaton import Nfa
-from .errors import UnsupportedError
-from .limits import MAX_STATES
 
 START = -1  # the pseudo-atom a new run starts from
 
@@ -79,7 +80,7 @@ class LabelSets:
 
 
 class Dfa:
-    """The lazily determinized automaton of an :class:`~pycel.automaton.Nfa`."""
+    """The lazily determinized automaton of an :class:`~pycel.plan.automaton.Nfa`."""
 
     def __init__(self, nfa: Nfa) -> None:
         self.nfa = nfa

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import attrs
 
-from .dsl import (
+from pycel.dsl import (
     Consume,
     Limit,
     PartitionBy,
@@ -24,7 +24,7 @@ from .dsl import (
     Within,
     as_pattern,
 )
-from .errors import PatternError
+from pycel.errors import PatternError
 
 _CLAUSES = (Within, PartitionBy, Select, Strategy_, Consume, Limit)
 _NAMES = {

@@ -25,11 +25,11 @@ import operator
 
 import attrs
 
-from .checks import is_equality_join
-from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
-from .errors import PatternError, UnsupportedError
-from .events import Event, event_name
-from .expr import Attr, Compare, Expr, conjuncts
+from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.errors import PatternError, UnsupportedError
+from pycel.language.checks import is_equality_join
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Attr, Compare, Expr, conjuncts
 
 Side = tuple[str, str]  # (variable, attribute)
 

@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from .errors import DataError, short_repr
+from pycel.errors import DataError, short_repr
+
 from .ingest import EventBatch, Schema, declared_attributes, int_problem
 
 _KINDS = {"bool": "b", "int": "iuf", "float": "iuf", "time": "iuM", "str": "O"}

@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from .errors import DataError
-from .ingest import EventBatch
-from .joins import JoinKey
+from pycel.data.ingest import EventBatch
+from pycel.errors import DataError
+from pycel.plan.joins import JoinKey
 
 #: Forgetting runs once the dictionary holds this many more tuples than it kept last time.
 FORGET_SLACK = 4096

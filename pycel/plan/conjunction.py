@@ -37,11 +37,11 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
-from .errors import UnsupportedError
-from .events import Event, event_name
-from .expr import Expr, conjuncts, expr_key
-from .limits import MAX_ATOMS
+from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.errors import UnsupportedError
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Expr, conjuncts, expr_key
+from pycel.limits import MAX_ATOMS
 
 #: Stop enumerating interleavings (before deduplication) beyond this many.
 MAX_RAW_INTERLEAVINGS = 20_000

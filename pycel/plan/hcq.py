@@ -27,10 +27,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .checks import is_equality_join
-from .dsl import And, Atom, Filter, Pattern, Seq
-from .events import Event, event_name
-from .expr import Attr, Compare, Expr, conjuncts
+from pycel.dsl import And, Atom, Filter, Pattern, Seq
+from pycel.language.checks import is_equality_join
+from pycel.language.events import Event, event_name
+from pycel.language.expr import Attr, Compare, Expr, conjuncts
 
 #: Children per transition the runtime stores in an extend node.
 MAX_CHILDREN = 4

@@ -39,10 +39,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from pycel.errors import UnsupportedError
+from pycel.limits import MAX_PAIRS
+
 from .automaton import Nfa
 from .determinize import LabelSets
-from .errors import UnsupportedError
-from .limits import MAX_PAIRS
 
 START = -1
 
@@ -69,7 +70,7 @@ class MaxTables:
 
 
 class MaxDfa:
-    """The lazily built pair automaton of an :class:`~pycel.automaton.Nfa` under MAX."""
+    """The lazily built pair automaton of an :class:`~pycel.plan.automaton.Nfa` under MAX."""
 
     def __init__(self, nfa: Nfa) -> None:
         self.nfa = nfa

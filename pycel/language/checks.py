@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import warnings
 
-from .dsl import And, As, Atom, Filter, NotAtom, Pattern, Seq
-from .errors import PatternError
+from pycel.dsl import And, As, Atom, Filter, NotAtom, Pattern, Seq
+from pycel.errors import PatternError
+
+from .clauses import QuerySpec
 from .events import Event, event_name
 from .expr import Compare, Expr, attributes_in, conjuncts
-from .query import QuerySpec
 
 
 class PatternWarning(UserWarning):

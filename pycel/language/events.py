@@ -25,11 +25,12 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overload
 
-from .errors import PatternError
+from pycel.errors import PatternError
+
 from .expr import Attr, Expr
 
 if TYPE_CHECKING:
-    from .dsl import Pattern, PatternLike
+    from pycel.dsl import Pattern, PatternLike
 
 T = TypeVar("T")
 E = TypeVar("E", bound="Event")
@@ -128,32 +129,32 @@ class EventMeta(type):
 
     # Patterns from bare classes: ``Sell >> Buy``, ``Buy | Sell``, ``Buy & Sell``.
     def __rshift__(cls, other: PatternLike) -> Pattern:
-        from .dsl import seq
+        from pycel.dsl import seq
 
         return seq(cast("type[Event]", cls), other)
 
     def __rrshift__(cls, other: PatternLike) -> Pattern:
-        from .dsl import seq
+        from pycel.dsl import seq
 
         return seq(other, cast("type[Event]", cls))
 
     def __or__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(cast("type[Event]", cls)) | other
 
     def __ror__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(other) | cast("type[Event]", cls)
 
     def __and__(cls, other: PatternLike) -> Pattern:
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(cast("type[Event]", cls)) & other
 
     def __rand__(cls, other: PatternLike) -> Pattern:
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(other) & cast("type[Event]", cls)
 
@@ -198,7 +199,7 @@ class Event(metaclass=EventMeta):
     @classmethod
     def where(cls, predicate: Expr[bool]) -> Pattern:
         """This event type, kept when ``predicate`` holds: ``Buy.where(Buy.price > 10)``."""
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(cls).where(predicate)
 
@@ -207,14 +208,14 @@ class Event(metaclass=EventMeta):
     @classmethod
     def as_(cls, var: str) -> Pattern:
         """This event type bound to variable ``var`` (CEQL ``Buy AS b``)."""
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(cls).as_(var)
 
     @classmethod
     def pattern(cls) -> Pattern:
         """This event type as a one-event pattern."""
-        from .dsl import as_pattern
+        from pycel.dsl import as_pattern
 
         return as_pattern(cls)
 
@@ -236,7 +237,7 @@ class Alias:
         cls = self.__dict__["_cls"]
         if name in cls.__fields__:
             return Attr(self._var, name, cls.__fields__[name], event_name(cls))
-        from .dsl import Atom
+        from pycel.dsl import Atom
 
         if not name.startswith("_") and hasattr(Atom, name):  # a pattern method: where, within, …
             return getattr(Atom(cls, self._var), name)
@@ -249,12 +250,12 @@ class Alias:
         )
 
     def __rshift__(self, other: PatternLike) -> Pattern:
-        from .dsl import seq
+        from pycel.dsl import seq
 
         return seq(self.pattern(), other)
 
     def __rrshift__(self, other: PatternLike) -> Pattern:
-        from .dsl import seq
+        from pycel.dsl import seq
 
         return seq(other, self.pattern())
 

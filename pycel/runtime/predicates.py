@@ -26,10 +26,22 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from .automaton import AtomState
-from .errors import DataError
-from .expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, attributes_in, eval_scalar
-from .ingest import EventBatch, _check_value
+from pycel.data.ingest import EventBatch, _check_value
+from pycel.errors import DataError
+from pycel.language.expr import (
+    Arith,
+    Attr,
+    BoolOp,
+    Compare,
+    Const,
+    Expr,
+    IsIn,
+    Like,
+    Not,
+    attributes_in,
+    eval_scalar,
+)
+from pycel.plan.automaton import AtomState
 
 Mask = npt.NDArray[np.bool_]
 _CMP = {

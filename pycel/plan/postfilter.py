@@ -11,7 +11,7 @@ Semantics, as in CEL's FILTER and :func:`pycel.reference._holds`: each conjunct 
 predicate must be True for every combination of events bound to the variables it reads
 (a null makes a comparison unknown, so the match is dropped; a variable the match does
 not bind makes the conjunct hold vacuously). The filter is evaluated column-wise: one row
-per (match, combination), the conjunct evaluated by :func:`pycel.predicates.truth` on a
+per (match, combination), the conjunct evaluated by :func:`pycel.runtime.predicates.truth` on a
 synthetic batch whose columns are named ``var.attr``, then reduced per match.
 
 Example::
@@ -30,12 +30,12 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .dsl import As, Atom, Filter, NotAtom, Pattern, Plus
-from .errors import DataError, UnsupportedError
-from .expr import Expr, attributes_in, conjuncts
-from .ingest import EventBatch, Schema
-from .matches import Matches, take
-from .predicates import Overflows, truth
+from pycel.data.ingest import EventBatch, Schema
+from pycel.data.matches import Matches, take
+from pycel.dsl import As, Atom, Filter, NotAtom, Pattern, Plus
+from pycel.errors import DataError, UnsupportedError
+from pycel.language.expr import Expr, attributes_in, conjuncts
+from pycel.runtime.predicates import Overflows, truth
 
 Ints = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import attrs
 
-from .checks import is_equality_join
-from .dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
-from .errors import UnsupportedError
-from .events import event_name
-from .expr import Expr, conjuncts
-from .limits import MAX_ATOMS
+from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.errors import UnsupportedError
+from pycel.language.checks import is_equality_join
+from pycel.language.events import event_name
+from pycel.language.expr import Expr, conjuncts
+from pycel.limits import MAX_ATOMS
 
 
 @attrs.frozen

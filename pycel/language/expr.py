@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from .errors import DataError, PatternError
+from pycel.errors import DataError, PatternError
 
 T_co = TypeVar("T_co", covariant=True)
 

@@ -22,9 +22,9 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .errors import DataError, short_repr
-from .events import Event, event_name
-from .expr import INT64_MAX, INT64_MIN
+from pycel.errors import DataError, short_repr
+from pycel.language.events import Event, event_name
+from pycel.language.expr import INT64_MAX, INT64_MIN
 
 DEFAULT_TYPE_COLUMN = "event_type"
 _NUMPY_DTYPE = {"bool": np.bool_, "int": np.int64, "float": np.float64, "str": np.int32, "time": np.int64}
