@@ -17,31 +17,39 @@ Example::
 
 from __future__ import annotations
 
-import math
-import sys
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from pycel.errors import PatternError, short_repr
-from pycel.language.events import Alias, Event, event_name
+from pycel.errors import PatternError
 from pycel.language.expr import Attr, Expr, expr_key
-from pycel.limits import MAX_COUNT_WINDOW, MAX_LIMIT
+from pycel.language.modifiers import POLICIES as POLICIES
+from pycel.language.modifiers import STRATEGIES as STRATEGIES
+from pycel.language.modifiers import Policy as Policy
+from pycel.language.modifiers import Strategy as Strategy
+from pycel.language.modifiers import check_limit as check_limit
+from pycel.language.modifiers import check_window_size as check_window_size
+from pycel.language.modifiers import limit_of, window_of
+from pycel.language.patternlike import PatternLike as PatternLike
+from pycel.language.patternlike import as_pattern as as_pattern
+from pycel.language.patternlike import event_name, is_event_type, stands_for_pattern
 
-Strategy = Literal["all", "any", "next", "last", "max", "strict"]
-Policy = Literal["none", "any", "partition"]
-STRATEGIES: tuple[str, ...] = ("all", "any", "next", "last", "max", "strict")
-POLICIES: tuple[str, ...] = ("none", "any", "partition")
+if TYPE_CHECKING:
+    # For annotations only: pycel.language.events builds on this module (its operators
+    # make patterns), so importing it here would close a circle.
+    from pycel.language.events import Event
 
 
 class Pattern:
     """Base class of pattern nodes. Combine patterns with ``>>``, ``|``, ``&``."""
 
-    __pycel_pattern__ = True
-
     def children(self) -> tuple[Pattern, ...]:
         return ()
+
+    def __pycel_pattern__(self) -> Pattern:
+        """A pattern stands for itself (see :mod:`pycel.language.patternlike`)."""
+        return self
 
     def pattern(self) -> Pattern:
         """This pattern (lets event classes, aliases and patterns be used alike)."""
@@ -112,30 +120,7 @@ class Pattern:
 
         Example: ``seq(A, B).within(seconds=10, on=Stock.time)``
         """
-        given = [x is not None for x in (size, events, seconds)]
-        if sum(given) != 1:
-            raise PatternError("within() takes exactly one of: a size, events=, seconds=")
-        if events is not None:
-            if on is not None:
-                raise PatternError("within(events=...) counts positions; it takes no on=")
-            if not isinstance(events, int) or isinstance(events, bool) or not 0 <= events <= MAX_COUNT_WINDOW:
-                raise PatternError(
-                    f"within(events=...) needs a non-negative int, at most 2**53 ({MAX_COUNT_WINDOW}); "
-                    f"got {short_repr(events)}"
-                )
-            return Within(self, float(events), "events", None)
-        if not isinstance(on, Attr):
-            raise PatternError("a time window needs on=<time attribute>, e.g. on=Stock.time")
-        if on.dtype not in ("int", "float", "time"):
-            raise PatternError(f"window on {on!r}: a {on.dtype} attribute is not a time")
-        if seconds is not None:
-            return Within(self, _window_amount(seconds, "seconds="), "seconds", on.name)
-        assert size is not None
-        if isinstance(size, timedelta):
-            return Within(self, _window_amount(size, "size"), "seconds", on.name)
-        if on.dtype == "time":
-            raise PatternError(f"{on!r} is a timestamp: give the window as seconds= or a timedelta")
-        return Within(self, _window_amount(size, "size"), "units", on.name)
+        return Within(self, *window_of(size, events=events, seconds=seconds, on=on))
 
     def partition_by(self, *keys: Attr[Any] | str) -> Pattern:
         """Evaluate on each sub-stream of events with equal values of ``keys``.
@@ -183,31 +168,7 @@ class Pattern:
 
     def limit(self, n: int) -> Pattern:
         """Enumerate at most ``n`` matches per end position."""
-        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LIMIT:
-            raise PatternError(
-                f"limit() needs a positive int, at most 2**63 - 1 ({MAX_LIMIT}); got {short_repr(n)}"
-            )
-        return Limit(self, n)
-
-
-PatternLike = Pattern | type[Event]
-
-
-def _window_amount(value: object, what: str) -> float:
-    """A window size as a finite non-negative float (a timedelta counts in seconds)."""
-    amount = value.total_seconds() if isinstance(value, timedelta) else value
-    if not isinstance(amount, int | float) or isinstance(amount, bool) or not 0 <= amount < math.inf:
-        raise PatternError(
-            f"within({what}) needs a non-negative number or timedelta (finite, at most "
-            f"{sys.float_info.max:.4g}), got {short_repr(value)}"
-        )
-    try:
-        return float(amount)
-    except OverflowError:  # an int beyond the largest float
-        raise PatternError(
-            f"within({what}) needs a non-negative number (finite, at most {sys.float_info.max:.4g}), "
-            f"got {short_repr(value)}"
-        ) from None
+        return Limit(self, limit_of(n))
 
 
 def _check_var(var: str) -> str:
@@ -219,10 +180,12 @@ def _check_var(var: str) -> str:
 def _var_name(v: object) -> str:
     if isinstance(v, str):
         return _check_var(v)
-    if isinstance(v, Alias):
-        return str(v.__dict__["_var"])
-    if isinstance(v, type) and issubclass(v, Event):
+    if is_event_type(v):
         return event_name(v)
+    if not isinstance(v, Pattern | type) and stands_for_pattern(v):  # an alias
+        node = as_pattern(v)
+        if isinstance(node, Atom):
+            return node.var
     raise PatternError(f"expected a variable name or alias, got {v!r}")
 
 
@@ -230,22 +193,6 @@ def _bind_to_owner(pred: Expr[bool]) -> Expr[bool]:
     """Class-level attributes (``Stock.price``) read the occurrence named after the class."""
     result: Expr[bool] = pred._map(lambda a: attrs.evolve(a, var=a.owner) if a.var is None else a)
     return result
-
-
-def as_pattern(p: object) -> Pattern:
-    """Turn an event class, alias or pattern into a pattern node; reject anything else."""
-    if isinstance(p, Pattern):
-        return p
-    if isinstance(p, Alias):
-        result: Pattern = p.pattern()
-        return result
-    if isinstance(p, type) and issubclass(p, Event):
-        if p is Event:
-            raise PatternError("pycel.Event itself is not an event type; subclass it")
-        return Atom(p, event_name(p))
-    if isinstance(p, Expr):
-        raise PatternError(f"{p!r} is a predicate, but a pattern was expected; use .where()")
-    raise PatternError(f"{p!r} is not a pattern (expected an Event subclass, alias or pattern)")
 
 
 # -- nodes ------------------------------------------------------------------------------
@@ -262,7 +209,7 @@ class Atom(Pattern):
         after their class, as on any other pattern (so the static checks report them)."""
         if not isinstance(predicate, Expr) or predicate.dtype != "bool":
             raise PatternError(f"where() needs a predicate, got {predicate!r}")
-        own = {event_name(t) for t in self.event.__mro__ if isinstance(t, type) and issubclass(t, Event)}
+        own = {event_name(t) for t in self.event.__mro__ if is_event_type(t)}
         bound: Expr[bool] = predicate._map(
             lambda a: attrs.evolve(a, var=self.var if a.owner in own else a.owner) if a.var is None else a
         )
@@ -480,40 +427,6 @@ class Limit(Pattern):
 
     def __repr__(self) -> str:
         return f"{self.inner!r} LIMIT {self.n}"
-
-
-def check_window_size(size: object, unit: str) -> None:
-    """Raise PatternError unless ``size`` is a valid window size for ``unit``.
-
-    A count window (``unit == "events"``) is a whole number from 0 to 2**53; a time window
-    (``seconds``, or ``units`` of its attribute) a finite number ≥ 0.
-
-    Example: ``check_window_size(float("inf"), "seconds")`` raises PatternError.
-    """
-    if unit not in ("events", "seconds", "units"):
-        raise PatternError(f"window unit {unit!r} is not events, seconds or units")
-    number = size if isinstance(size, int | float) and not isinstance(size, bool) else None
-    if unit == "events":
-        if number is None or not (0 <= number <= MAX_COUNT_WINDOW and float(number).is_integer()):
-            raise PatternError(
-                f"a count window needs a whole number of events from 0 to 2**53 ({MAX_COUNT_WINDOW}), "
-                f"got {short_repr(size)}"
-            )
-    elif number is None or not 0 <= number <= sys.float_info.max:
-        raise PatternError(
-            f"a time window needs a finite size from 0 to {sys.float_info.max:.4g}, got {short_repr(size)}"
-        )
-
-
-def check_limit(n: object) -> None:
-    """Raise PatternError unless ``n`` is a valid LIMIT: an int from 1 to 2**63 - 1.
-
-    Example: ``check_limit(2**63)`` raises PatternError.
-    """
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LIMIT:
-        raise PatternError(
-            f"a limit needs a whole number from 1 to 2**63 - 1 ({MAX_LIMIT}), got {short_repr(n)}"
-        )
 
 
 # -- functions --------------------------------------------------------------------------

@@ -16,6 +16,10 @@ Example::
     b = pycel.alias(Buy, "b")
     b.price > 10            # an Expr[bool] over occurrence "b"
     Buy(name="X", price=3.0, time=1).price   # 3.0
+
+The operators (``Sell >> Buy``, ``Buy.where(...)``) build :mod:`pycel.dsl` patterns, so
+this module imports the DSL and not the other way round: the DSL recognises event types
+and aliases only by their ``__pycel_pattern__`` method (:mod:`pycel.language.patternlike`).
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast, overload
 
+from pycel.dsl import Atom, seq
 from pycel.errors import PatternError
 
 from .expr import Attr, Expr
+from .patternlike import as_pattern
+from .patternlike import event_name as event_name
 
 if TYPE_CHECKING:
-    from pycel.dsl import Pattern, PatternLike
+    from pycel.dsl import Pattern
+
+    from .patternlike import PatternLike
 
 T = TypeVar("T")
 E = TypeVar("E", bound="Event")
@@ -127,42 +136,34 @@ class EventMeta(type):
         ns["__fields__"] = fields
         return super().__new__(mcs, name, bases, ns)
 
+    def __pycel_pattern__(cls) -> Pattern:
+        """The one-event pattern an event type stands for (see :mod:`pycel.language.patternlike`).
+
+        It is defined here, on the metaclass, so that a type is a pattern and its instances
+        (events) are not. Example: ``Buy.__pycel_pattern__()`` is ``Atom(Buy, "Buy")``.
+        """
+        if cls is Event:
+            raise PatternError("pycel.Event itself is not an event type; subclass it")
+        return Atom(cast("type[Event]", cls), event_name(cls))
+
     # Patterns from bare classes: ``Sell >> Buy``, ``Buy | Sell``, ``Buy & Sell``.
     def __rshift__(cls, other: PatternLike) -> Pattern:
-        from pycel.dsl import seq
-
         return seq(cast("type[Event]", cls), other)
 
     def __rrshift__(cls, other: PatternLike) -> Pattern:
-        from pycel.dsl import seq
-
         return seq(other, cast("type[Event]", cls))
 
     def __or__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
-        from pycel.dsl import as_pattern
-
         return as_pattern(cast("type[Event]", cls)) | other
 
     def __ror__(cls, other: PatternLike) -> Pattern:  # type: ignore[override]
-        from pycel.dsl import as_pattern
-
         return as_pattern(other) | cast("type[Event]", cls)
 
     def __and__(cls, other: PatternLike) -> Pattern:
-        from pycel.dsl import as_pattern
-
         return as_pattern(cast("type[Event]", cls)) & other
 
     def __rand__(cls, other: PatternLike) -> Pattern:
-        from pycel.dsl import as_pattern
-
         return as_pattern(other) & cast("type[Event]", cls)
-
-
-def event_name(cls: type) -> str:
-    """The name of an event type in data and CEQL: ``__event_name__`` or the class name."""
-    own = cls.__dict__.get("__event_name__")
-    return own if isinstance(own, str) else cls.__name__
 
 
 class Event(metaclass=EventMeta):
@@ -199,8 +200,6 @@ class Event(metaclass=EventMeta):
     @classmethod
     def where(cls, predicate: Expr[bool]) -> Pattern:
         """This event type, kept when ``predicate`` holds: ``Buy.where(Buy.price > 10)``."""
-        from pycel.dsl import as_pattern
-
         return as_pattern(cls).where(predicate)
 
     filter = where
@@ -208,15 +207,11 @@ class Event(metaclass=EventMeta):
     @classmethod
     def as_(cls, var: str) -> Pattern:
         """This event type bound to variable ``var`` (CEQL ``Buy AS b``)."""
-        from pycel.dsl import as_pattern
-
         return as_pattern(cls).as_(var)
 
     @classmethod
     def pattern(cls) -> Pattern:
         """This event type as a one-event pattern."""
-        from pycel.dsl import as_pattern
-
         return as_pattern(cls)
 
 
@@ -227,18 +222,21 @@ class UnknownAttributeError(PatternError, AttributeError):
 class Alias:
     """A named occurrence of an event type; see :func:`alias`."""
 
-    __pycel_pattern__ = True
-
     def __init__(self, cls: type[Event], var: str) -> None:
         self._cls = cls
         self._var = var
+
+    def __pycel_pattern__(self) -> Pattern:
+        """The one-event pattern of this occurrence (see :mod:`pycel.language.patternlike`).
+
+        Example: ``alias(Buy, "b").__pycel_pattern__()`` is ``Atom(Buy, "b")``.
+        """
+        return Atom(self._cls, self._var)
 
     def __getattr__(self, name: str) -> Any:
         cls = self.__dict__["_cls"]
         if name in cls.__fields__:
             return Attr(self._var, name, cls.__fields__[name], event_name(cls))
-        from pycel.dsl import Atom
-
         if not name.startswith("_") and hasattr(Atom, name):  # a pattern method: where, within, …
             return getattr(Atom(cls, self._var), name)
         if name.startswith("_"):
@@ -250,20 +248,16 @@ class Alias:
         )
 
     def __rshift__(self, other: PatternLike) -> Pattern:
-        from pycel.dsl import seq
-
-        return seq(self.pattern(), other)
+        return seq(self.__pycel_pattern__(), other)
 
     def __rrshift__(self, other: PatternLike) -> Pattern:
-        from pycel.dsl import seq
-
-        return seq(other, self.pattern())
+        return seq(other, self.__pycel_pattern__())
 
     def __or__(self, other: PatternLike) -> Pattern:
-        return cast("Pattern", self.pattern()) | other
+        return self.__pycel_pattern__() | other
 
     def __and__(self, other: PatternLike) -> Pattern:
-        return cast("Pattern", self.pattern()) & other
+        return self.__pycel_pattern__() & other
 
     def __repr__(self) -> str:
         return f"alias({event_name(self._cls)}, {self._var!r})"
