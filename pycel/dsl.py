@@ -4,7 +4,10 @@ A pattern is a small tree of frozen ``attrs`` nodes. Build it with functions (``
 ``plus``, ``not_``), operators (``>>`` sequence, ``|`` or, ``&`` and) and methods
 (``where``, ``as_``, ``within``, ``partition_by``, ``select``, ``strategy``, ``consume``,
 ``limit``). The semantics are docs/semantics.md; :mod:`pycel.reference` is their literal
-implementation.
+implementation. Two helpers live below this module, and their public names are
+re-exported here: what stands for a pattern (event types, aliases) is
+:mod:`pycel.language.patternlike`, the values the modifiers accept
+:mod:`pycel.language.modifiers`.
 
 Example::
 
@@ -24,6 +27,8 @@ import attrs
 
 from pycel.errors import PatternError
 from pycel.language.expr import Attr, Expr, expr_key
+
+# ``x as x``: re-exported, so pycel.dsl stays the one module to import the language from.
 from pycel.language.modifiers import POLICIES as POLICIES
 from pycel.language.modifiers import STRATEGIES as STRATEGIES
 from pycel.language.modifiers import Policy as Policy
