@@ -285,6 +285,7 @@ def _run(args: argparse.Namespace) -> int:
         type_column=args.type_column,
         time_unit=args.time_unit,
         input_format=args.input_format,
+        columns=frozenset(columns_read_by(query)),  # the others are checked, not converted
     )
     label = "<stdin>" if args.data == "-" else args.data
     try:

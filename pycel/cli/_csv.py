@@ -38,15 +38,16 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 
-from ._data import (
+from pycel.data.files import (
+    TIME_UNITS,
     InputError,
     ReadOptions,
     Schema,
-    _first,
     check_declared,
     check_event_types,
     convert_column,
     deliver,
+    first_true,
 )
 
 _OVERFLOW = "\0overflow"  # positional reading: an extra column that catches rows with too many fields
@@ -119,6 +120,14 @@ class CsvSource:
         except BaseException:
             self.close()
             raise
+        # The columns delivered: the event type's and the attributes in options.columns
+        # (the header was checked whole). Positional rows are read whole: a field's
+        # attribute depends on the row's event type. Pyarrow splits every field of a row
+        # (and counts them) but converts only the columns parsed.
+        wanted = options.columns
+        keep = wanted is None or self.positional
+        self.read_columns = [c for c in self.columns if keep or c == self.type_column or c in (wanted or ())]
+        self.parsed_columns = self.columns if options.check_unread else self.read_columns
 
     def close(self) -> None:
         if self.reader is not None:
@@ -208,9 +217,10 @@ class CsvSource:
     def _checked(self, raw: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame]]:
         base = self.rows
         suspects = raw.attrs.get("undecoded", list(raw.columns))  # pandas: any column
+        check_only: list[str] = raw.attrs.get("check_only", [])
 
         def convert(k: int) -> pd.DataFrame:
-            return self._convert(raw.iloc[:k], base, suspects)
+            return self._convert(raw.iloc[:k], base, suspects).drop(columns=check_only)
 
         for start, frame in deliver(convert, len(raw), base):
             self.rows = start + len(frame)
@@ -227,7 +237,7 @@ class CsvSource:
             wrong.append((-1 if row.number is None else row.number - 1, row.actual_columns))
             return "skip"  # parsing goes on, so the rows before it are delivered
 
-        binary = {name: pa.binary() for name in self.columns}
+        binary = {name: pa.binary() for name in self.parsed_columns}
         self.marked = _MarkedUtf8(self.handle)
         try:
             reader = pacsv.open_csv(
@@ -235,7 +245,10 @@ class CsvSource:
                 read_options=pacsv.ReadOptions(column_names=self.columns, use_threads=False),
                 parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid, newlines_in_values=True),
                 convert_options=pacsv.ConvertOptions(
-                    column_types=binary, strings_can_be_null=False, quoted_strings_can_be_null=False
+                    column_types=binary,
+                    include_columns=self.parsed_columns,
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
                 ),
             )
         except (pa.ArrowInvalid, OSError) as err:
@@ -283,13 +296,23 @@ class CsvSource:
         """The cells of ``table`` (binary columns) as text; bytes that are not UTF-8 come
         back as lone surrogates, reported by :meth:`_convert` with their row. Number columns
         whose cells are all plain numbers are parsed here by Arrow (the common case, fast);
-        the others stay text for :func:`convert_column`, which checks every cell."""
+        the others stay text for :func:`convert_column`, which checks every cell.
+
+        A column parsed only to be checked (not in ``read_columns``) is left out when Arrow
+        finds it valid; else it goes through the checks too (``attrs["check_only"]``) and
+        is dropped after them."""
         columns: dict[str, Any] = {}
         undecoded: list[str] = []
-        for name in self.columns:
+        check_only: list[str] = []
+        for name in self.parsed_columns:
             text = pc.cast(table.column(name), pa.string())  # valid UTF-8: see _MarkedUtf8
             text = pc.if_else(pc.equal(text, ""), None, text)
-            if self.marked.count and pc.any(pc.match_substring_regex(text, _MARKS)).as_py():
+            marked = bool(self.marked.count) and pc.any(pc.match_substring_regex(text, _MARKS)).as_py()
+            if name not in self.read_columns:
+                if not marked and self._valid_unread(name, text):
+                    continue
+                check_only.append(name)
+            if marked:
                 columns[name] = pd.Series(text.to_pandas(), dtype=object).str.translate(_UNMARK)
                 undecoded.append(name)
                 continue
@@ -297,7 +320,33 @@ class CsvSource:
             columns[name] = numbers if numbers is not None else pd.Series(text.to_pandas(), dtype=object)
         frame = pd.DataFrame(columns)
         frame.attrs["undecoded"] = undecoded
+        frame.attrs["check_only"] = check_only
         return frame
+
+    def _valid_unread(self, name: str, text: Any) -> bool:
+        """Whether Arrow finds the cells of a column that is not delivered valid: every
+        event type declares the attribute (or the cells are null), and they are all text,
+        or all plain numbers of the declared type (an integer timestamp within the unit's
+        range). False sends the column through :func:`convert_column` to be sure."""
+        if text.null_count == len(text):
+            return True
+        if any(name not in own for own in self.schema.event_fields.values()):
+            return False  # check_declared looks at its cells
+        dtype = self.schema.fields.get(name, "str")
+        if dtype == "str":
+            return True
+        target = {"int": pa.int64(), "time": pa.int64(), "float": pa.float64()}.get(dtype)
+        if target is None:
+            return False
+        try:
+            numbers = text.cast(target)
+        except pa.ArrowInvalid:
+            return False
+        if dtype != "time":
+            return True
+        limit = (2**63 - 1) // TIME_UNITS[self.options.time_unit]
+        extremes = pc.min_max(numbers).as_py()
+        return extremes["min"] is None or (-limit < extremes["min"] and extremes["max"] < limit)
 
     # -- splitting rows: pandas (positional) ----------------------------------------------------
 
@@ -351,12 +400,12 @@ class CsvSource:
         if _OVERFLOW in raw.columns:
             extra = raw[_OVERFLOW].notna().to_numpy()
             if extra.any():
-                k = _first(extra)
+                k = first_true(extra)
                 raise InputError(f"row has more fields than the {len(self.columns)} columns", row=base + k)
         names = raw[self.type_column]
         missing = names.isna().to_numpy()
         if missing.any():
-            raise InputError("missing event type", row=base + _first(missing), column=self.type_column)
+            raise InputError("missing event type", row=base + first_true(missing), column=self.type_column)
         check_event_types(names, self.schema, base, self.type_column)
         text = self._positional(raw, names, base) if self.positional else raw
         attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
@@ -384,7 +433,7 @@ class CsvSource:
                 if extra.any():
                     raise InputError(
                         f"event {event} has {len(attrs_in_order)} attributes but the row has more fields",
-                        row=base + _first(extra),
+                        row=base + first_true(extra),
                     )
             for k, attr in enumerate(attrs_in_order):
                 cells[attr][rows] = raw[f"\0{k}"].to_numpy(dtype=object)[rows]

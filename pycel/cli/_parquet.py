@@ -25,16 +25,19 @@ import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-from ._data import (
+from pycel.data.batch import Schema as DataSchema
+from pycel.data.columns import encode_column
+from pycel.data.files import (
     TIME_UNITS,
     InputError,
     ReadOptions,
     Schema,
-    _first,
     check_declared,
     check_event_types,
     deliver,
+    first_true,
 )
+from pycel.errors import DataError
 
 _INT64_MAX = 2**63 - 1
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
@@ -76,6 +79,12 @@ class ParquetSource:
                     column=name,
                 )
         self.columns = names
+        # The columns delivered: the event type's and those in options.columns (all when
+        # None); the header above was checked whole. The others are read only to be checked
+        # (options.check_unread), and then mostly from their Arrow type alone.
+        wanted = options.columns
+        self.read_columns = [n for n in names if wanted is None or n == self.type_column or n in wanted]
+        self.fetched_columns = names if options.check_unread else self.read_columns
         if options.limit_rows is not None:
             self.total = min(self.total, options.limit_rows)
         self.rows = 0
@@ -89,7 +98,7 @@ class ParquetSource:
     def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
         """(position of the first row, frame) per record batch; on a bad row the rows
         before it are yielded first, then :class:`InputError` names its row and column."""
-        batches = self.file.iter_batches(batch_size=self.options.chunk_size, columns=self.columns)
+        batches = self.file.iter_batches(batch_size=self.options.chunk_size, columns=self.fetched_columns)
         while self.rows < self.total:
             try:
                 batch = next(batches)
@@ -120,8 +129,10 @@ class ParquetSource:
         return f"after row {self.rows}"
 
     def _frame(self, batch: Any, base: int) -> pd.DataFrame:
-        """The checked pandas frame of ``batch``."""
+        """The checked pandas frame of ``batch`` (its columns in ``read_columns``; the others
+        are checked and left out)."""
         columns: dict[str, Any] = {}
+        check_only: list[str] = []
         for name in batch.schema.names:
             cells = batch.column(name)
             dtype = self.schema.fields.get(name)
@@ -129,6 +140,10 @@ class ParquetSource:
                 cells = _checked_ints(cells, base, name)
             elif dtype == "time" and (pa.types.is_integer(cells.type) or pa.types.is_floating(cells.type)):
                 cells = _checked_stamps(cells, TIME_UNITS[self.options.time_unit], base, name)
+            if name not in self.read_columns:
+                if self._valid_unread(name, cells):
+                    continue
+                check_only.append(name)
             columns[name] = cells
         try:
             frame: pd.DataFrame = pa.table(columns).to_pandas(ignore_metadata=True)
@@ -138,18 +153,44 @@ class ParquetSource:
         names = names.astype(object).where(names.notna())
         missing = names.isna().to_numpy()
         if missing.any():
-            raise InputError("missing event type", row=base + _first(missing), column=self.type_column)
+            raise InputError("missing event type", row=base + first_true(missing), column=self.type_column)
         check_event_types(names, self.schema, base, self.type_column)
         attributes = [c for c in frame.columns if c != self.type_column]
         check_declared(frame[attributes], names, self.schema, base)
-        return frame
+        for name in check_only:  # the engine's checks of a column it would have read
+            try:
+                cells = frame[name]
+                encode_column(cells, self.schema.fields[name], cells.notna().to_numpy(), DataSchema(), name)
+            except DataError as err:
+                row = None if err.row is None else base + err.row
+                raise InputError(err.message, row=row, column=name) from None
+        return frame.drop(columns=check_only)
+
+    def _valid_unread(self, name: str, cells: Any) -> bool:
+        """Whether a column that is not delivered is valid from its Arrow type (after the
+        checks of ints and integer times above): every event type declares the attribute
+        (or the cells are null) and the type is one the engine takes for the declared
+        one as it is. False: the column is converted and checked as if it were read."""
+        if cells.null_count == len(cells):
+            return True
+        if any(name not in own for own in self.schema.event_fields.values()):
+            return False  # check_declared looks at its cells
+        kind = cells.type
+        natural = {
+            "str": pa.types.is_string(kind) or pa.types.is_large_string(kind),
+            "int": pa.types.is_signed_integer(kind),
+            "float": pa.types.is_integer(kind) or pa.types.is_floating(kind),
+            "bool": pa.types.is_boolean(kind),
+            "time": pa.types.is_timestamp(kind) and kind.unit == "ns",
+        }
+        return bool(natural.get(self.schema.fields.get(name, ""), False))
 
 
 def _raise_at(bad: Any, cells: Any, expected: str, base: int, column: str) -> None:
     """InputError at the first row where the Arrow boolean array ``bad`` is true."""
     mask = bad.fill_null(False).to_numpy(zero_copy_only=False)
     if mask.any():
-        k = _first(mask)
+        k = first_true(mask)
         raise InputError(f"expected {expected}, got {cells[k].as_py()!r}", row=base + k, column=column)
 
 

@@ -1,0 +1,169 @@
+"""Ingestion speed per input kind, on the taxis schema of the CORE paper (17 attributes,
+the query T3 reads 3 of them: 14 unread columns), and the list-of-dicts scaling.
+
+For each input kind (pandas DataFrame, Arrow table, list of dicts, Event instances) it
+times ``to_batch`` (with the query's read columns when ``to_batch`` takes ``columns=``)
+and the matching of the ready batch (``stream.push(batch)``), and prints events/s and the
+share of the run spent in ingestion. Then ``pycel run`` on the same events as CSV and as
+Parquet (in process, output to /dev/null), then list-of-dicts ingestion at growing sizes.
+
+Run::
+
+    python benchmarks/ingest.py                 # 20k events, dicts up to 160k rows
+    python benchmarks/ingest.py --events 20000 --max-rows 640000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import io
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import pycel
+from pycel import ceql
+from pycel.data.ingest import Schema, to_batch
+from pycel.runtime.predicates import columns_read_by
+
+DECLARATION = """
+CREATE STREAM S {
+    EVENT TRIP {
+        medallion: string, hack_license: string, vendor_id: string,
+        pickup_datetime: int, dropoff_datetime: int, passenger_count: int,
+        trip_time_in_secs: int, trip_distance: double,
+        pickup_longitude: double, pickup_latitude: double,
+        dropoff_longitude: double, dropoff_latitude: double,
+        pickup_loc: string, dropoff_loc: string,
+        payment_type: string, fare_amount: double, total_amount: double
+    }
+}
+"""
+ZONES = ["East Harlem North", "Midwood", "Gravesend", "West Brighton", "Lincoln Square West"]
+QUERY = """SELECT * FROM S
+WHERE (TRIP as loc1; TRIP as loc2; TRIP as loc3)
+FILTER loc1[pickup_loc = 'East Harlem North' AND dropoff_loc = 'Midwood']
+       AND loc2[pickup_loc = 'Midwood' AND dropoff_loc = 'Gravesend']
+       AND loc3[pickup_loc = 'Gravesend' AND dropoff_loc = 'West Brighton']
+WITHIN 10000 [dropoff_datetime]"""
+
+
+def taxi_frame(n: int, seed: int = 7) -> pd.DataFrame:
+    """``n`` seeded TRIP events with every attribute filled, in drop-off time order."""
+    rng = np.random.default_rng(seed)
+    pickup = np.cumsum(rng.integers(0, 30, n)) + 1_356_998_400
+    trip_time = rng.integers(60, 3600, n)
+    return pd.DataFrame(
+        {
+            "event_type": "TRIP",
+            "medallion": [f"M{k:05d}" for k in rng.integers(0, 20_000, n)],
+            "hack_license": [f"H{k:05d}" for k in rng.integers(0, 30_000, n)],
+            "vendor_id": rng.choice(["CMT", "VTS"], n).astype(object),
+            "pickup_datetime": pickup,
+            "dropoff_datetime": np.maximum.accumulate(pickup + trip_time),
+            "passenger_count": rng.integers(1, 7, n),
+            "trip_time_in_secs": trip_time,
+            "trip_distance": rng.gamma(2.0, 1.5, n).round(2),
+            "pickup_longitude": rng.uniform(-74.1, -73.7, n),
+            "pickup_latitude": rng.uniform(40.6, 40.9, n),
+            "dropoff_longitude": rng.uniform(-74.1, -73.7, n),
+            "dropoff_latitude": rng.uniform(40.6, 40.9, n),
+            "pickup_loc": rng.choice(ZONES, n).astype(object),
+            "dropoff_loc": rng.choice(ZONES, n).astype(object),
+            "payment_type": rng.choice(["CSH", "CRD"], n).astype(object),
+            "fare_amount": rng.uniform(3, 60, n).round(2),
+            "total_amount": rng.uniform(3, 80, n).round(2),
+        }
+    )
+
+
+def best_of(repeats: int, work: Callable[[], Any]) -> float:
+    """The fastest of ``repeats`` runs of ``work``, in seconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--max-rows", type=int, default=160_000, help="largest list of dicts")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    decl = ceql.parse_declaration(DECLARATION)
+    trip = decl["TRIP"]
+    query = pycel.compile(ceql.parse_query(QUERY, decl), types=decl.values())
+    reads = columns_read_by(query)
+    selective = "columns" in inspect.signature(to_batch).parameters
+    extra: dict[str, Any] = {"columns": reads} if selective else {}
+    frame = taxi_frame(args.events)
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    records = frame.to_dict("records")
+    inputs: dict[str, Any] = {
+        "pandas DataFrame": frame,
+        "Arrow table": pa.Table.from_pandas(frame, preserve_index=False),
+        "list of dicts": records,
+        "Event instances": [trip(**{k: v for k, v in r.items() if k != "event_type"}) for r in records],
+    }
+    print(f"taxis schema: {args.events:,} events, {len(frame.columns) - 1} attributes, the query reads "
+          f"{sorted(reads)}; to_batch {'with' if selective else 'without'} columns=")
+    print(f"{'input':<18} {'ingest ms':>10} {'events/s':>12} {'match ms':>9} {'ingestion share':>16}")
+    for kind, data in inputs.items():
+        ingest = best_of(args.repeats, lambda data=data: to_batch(data, Schema.for_types([trip]), **extra))
+        batch = to_batch(data, Schema.for_types([trip]), **extra)
+        match = best_of(args.repeats, lambda batch=batch: query.stream().push(batch))
+        print(f"{kind:<18} {ingest * 1e3:>10.1f} {args.events / ingest:>12,.0f} {match * 1e3:>9.1f} "
+              f"{ingest / (ingest + match):>15.0%}")
+    _cli(frame, args.repeats)
+    print("\nlist of dicts (taxis schema), ingestion time:")
+    rows = 10_000
+    while rows <= args.max_rows:
+        many = taxi_frame(rows, seed=rows).to_dict("records")
+        seconds = best_of(
+            max(1, args.repeats // 2), lambda many=many: to_batch(many, Schema.for_types([trip]), **extra)
+        )
+        print(f"{rows:>9,} rows {seconds:>8.3f} s {rows / seconds:>12,.0f} rows/s")
+        rows *= 4 if rows < args.max_rows // 4 or rows * 4 == args.max_rows else 2
+
+
+def _cli(frame: pd.DataFrame, repeats: int) -> None:
+    """``pycel run`` of the query over the events as CSV and as Parquet, in process."""
+    from pycel.cli import main as cli_main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "decl.ceql").write_text(DECLARATION)
+        (folder / "query.ceql").write_text(QUERY)
+        frame.to_csv(folder / "events.csv", index=False)
+        frame.to_parquet(folder / "events.parquet", index=False)
+        for name in ("events.csv", "events.parquet"):
+            argv = ["run", "-d", str(folder / "decl.ceql"), "--query", str(folder / "query.ceql"),
+                    str(folder / name), "-o", "/dev/null", "--quiet"]
+            sink = io.StringIO()
+
+            def run(argv: list[str] = argv, sink: io.StringIO = sink) -> None:
+                with contextlib.redirect_stderr(sink):
+                    status = cli_main(argv)
+                if status != 0:
+                    raise SystemExit(f"pycel run failed ({status}): {sink.getvalue()}")
+
+            seconds = best_of(repeats, run)
+            print(f"pycel run {name:<15} {seconds * 1e3:>7.1f} ms {len(frame) / seconds:>12,.0f} events/s")
+
+
+if __name__ == "__main__":
+    main()
