@@ -565,3 +565,95 @@ def test_parquet_page_checksums_are_verified(tmp_path: Path, capsys: pytest.Capt
     code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
     assert code == 1 and f"cannot read {path}" in err and "Traceback" not in err
     assert out == ""  # the damaged page is the first: nothing read from it is used
+
+
+# -- only the columns a query reads are converted and pushed ---------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("check_unread", [True, False])
+def test_readers_deliver_only_the_columns_asked_for(fmt: str, check_unread: bool, tmp_path: Path) -> None:
+    df = stock_frame(300)
+    path = tmp_path / f"e.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+    options = ReadOptions(chunk_size=64, columns=frozenset({"name"}), check_unread=check_unread)
+    source = open_source(str(path), Schema.of(ceql.parse_declaration(STOCK_DECLARATION)), options)
+    try:
+        frames = [frame for _, frame in source.chunks()]
+    finally:
+        source.close()
+    assert source.columns == list(df.columns)  # the header, checked whole
+    assert all(list(frame.columns) == ["event_type", "name"] for frame in frames)
+    assert [v for f in frames for v in f["name"].tolist()] == df["name"].tolist()
+
+
+def test_pycel_run_pushes_only_the_columns_the_query_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pycel.cli as cli
+    import pycel.cli._csv as csv_reader
+
+    pushed: list[list[str]] = []
+    converted: list[str] = []
+    feed, convert = cli.Feeder.feed, csv_reader.convert_column
+
+    def spy_feed(self: Any, frame: pd.DataFrame, *args: Any) -> None:
+        pushed.append(list(frame.columns))
+        feed(self, frame, *args)
+
+    def spy_convert(text: pd.Series, dtype: str, base: int, column: str, unit: str) -> Any:
+        converted.append(column)
+        return convert(text, dtype, base, column, unit)
+
+    monkeypatch.setattr(cli.Feeder, "feed", spy_feed)
+    monkeypatch.setattr(csv_reader, "convert_column", spy_convert)
+    df = stock_frame(300)
+    for fmt in ("csv", "parquet"):
+        path = tmp_path / f"e.{fmt}"
+        df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+        code, out, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl")
+        assert code == 0, err
+        assert jsonl_rows(out) == reference_rows(STOCK_DECLARATION, QUERY, df) != []
+    assert pushed and all(columns == ["event_type", "name"] for columns in pushed)
+    assert set(converted) == {"name"}  # volume, price, stock_time: checked by Arrow, not converted
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_unread_columns_are_checked_unless_told_not_to(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    df = stock_frame(300).astype({"volume": object})
+    df.loc[BAD_ROW, "volume"] = 12.5
+    path = tmp_path / f"e.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+    name_only = frozenset({"name"})
+    spans, error = read_all(path, STOCK_DECLARATION, columns=name_only)
+    assert error is not None and (error.row, error.column) == (BAD_ROW, "volume")
+    assert sum(n for _, n in spans) == BAD_ROW
+    spans, error = read_all(path, STOCK_DECLARATION, columns=name_only, check_unread=False)
+    assert error is None and sum(n for _, n in spans) == 300  # volume is not read at all
+    code, _, err = run(capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path)
+    assert code == 1 and f"row {BAD_ROW + 1} (position {BAD_ROW}), column 'volume'" in err
+
+
+def test_the_header_is_checked_whole_when_columns_are_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "e.csv"
+    stock_frame(20).assign(colour="red").to_csv(path, index=False)
+    with pytest.raises(InputError, match="the header names column 'colour'"):
+        read_all(path, STOCK_DECLARATION, columns=frozenset({"name"}), check_unread=False)
+    parquet = path.with_suffix(".parquet")
+    stock_frame(20).assign(colour="red").to_parquet(parquet, index=False)
+    with pytest.raises(InputError, match="column 'colour' is not an attribute"):
+        read_all(parquet, STOCK_DECLARATION, columns=frozenset({"name"}), check_unread=False)
+
+
+def test_a_stray_cell_in_an_unread_column_is_an_error(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {"event_type": ["A", "B", "A"], "x": [1, None, 2], "y": [None, 1, 5], "t": [1, 2, 3]}
+    ).astype({"x": "Int64", "y": "Int64"})
+    for fmt in ("csv", "parquet"):
+        path = tmp_path / f"e.{fmt}"
+        df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+        spans, error = read_all(path, AB_DECL, columns=frozenset({"x"}))
+        assert error is not None and (error.row, error.column) == (2, "y")
+        assert "event type A has no attribute 'y'" in str(error)

@@ -81,7 +81,8 @@ class RawColumn:
 
 class DeferredFrameColumn:
     """A column the query does not read: checked and decoded on the first value asked for
-    (all of it at once, vectorized), into a dictionary of its own."""
+    (all of it at once, vectorized, so a bad cell anywhere in it is an error naming that
+    cell), into a dictionary of its own."""
 
     def __init__(self, raw: RawColumn, dtype: str, column: str) -> None:
         self.raw, self.dtype, self.column = raw, dtype, column

@@ -4,8 +4,8 @@ The rows are turned into one column of Python objects per attribute that is read
 that needs checking), with C-level loops (``map``, ``set.update``, one list comprehension
 per column), and from there they take the same checks and encoding as a DataFrame
 (``pycel.data.assemble``). A left-out key is a null. Columns the query does not read are
-never built: their values are checked and decoded one by one when a match's events are
-shown.
+built only if the policy on extra data needs to look at them, or when a match's events
+are shown (then checked whole, as a DataFrame's).
 
 Example::
 
@@ -29,19 +29,8 @@ from pycel.language.events import Event, event_name
 
 from .assemble import assemble
 from .batch import EventBatch, Schema, declared_attributes
-from .columns import RawColumn
-from .values import check_value, null_or_value
-
-
-class DeferredRowColumn:
-    """An attribute of the rows that the query does not read: each value is checked and
-    decoded when it is asked for."""
-
-    def __init__(self, rows: list[Mapping[str, Any]], attr: str, dtype: str) -> None:
-        self.rows, self.attr, self.dtype = rows, attr, dtype
-
-    def value(self, k: int) -> Any:
-        return check_value(self.rows[k].get(self.attr), self.dtype, k, self.attr)
+from .columns import DeferredFrameColumn, RawColumn
+from .values import null_or_value
 
 
 def _refuse_input(data: Any) -> None:
@@ -157,5 +146,5 @@ def rows_to_batch(
     return assemble(
         schema, trial, offset, type_ids, inputs,
         read=columns,
-        defer=lambda attr, dtype, raw: DeferredRowColumn(rows, attr, dtype),
+        defer=lambda attr, dtype, raw: DeferredFrameColumn(raw, dtype, attr),
     )

@@ -1,0 +1,219 @@
+"""Ingestion of only the columns a query reads (``to_batch(columns=...)``), the vectorized
+checks of object columns, and rows (dicts, Event instances) ingested as DataFrames are.
+
+What is read is asserted on the batch (which attributes are encoded, which are deferred)
+and on what the Arrow reader converts, never on time. Deferred attributes decode to what a
+full ingestion gives; the policy on extra data (unknown columns, values of attributes the
+row's type does not declare) still applies to the columns that are not read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pycel
+from pycel.data import frames
+from pycel.data.ingest import Schema, to_batch
+from pycel.errors import DataError
+from pycel.language.events import Event, Field
+from pycel.reference import evaluate
+from pycel.runtime.predicates import columns_read_by
+
+
+class Quote(Event):
+    sym: Field[str]
+    qty: Field[int]
+    px: Field[float]
+    ok: Field[bool]
+    at: Field[int]
+
+
+class Halt(Event):
+    sym: Field[str]
+    why: Field[str]
+
+
+q = pycel.alias(Quote, "q")
+TYPES = [Quote, Halt]
+KINDS = ["pandas", "arrow", "dicts"]
+
+
+def _as(kind: str, df: pd.DataFrame) -> Any:
+    if kind == "arrow":
+        return pa.Table.from_pandas(df, preserve_index=False)
+    if kind == "dicts":
+        return [{k: v for k, v in r.items() if v is not None} for r in df.to_dict("records")]
+    return df
+
+
+def quotes(n: int = 6) -> pd.DataFrame:
+    """Quote and Halt events; a Halt row leaves Quote's attributes null and vice versa."""
+    rows: list[dict[str, Any]] = []
+    for k in range(n):
+        if k % 3 == 2:
+            rows.append({"event_type": "Halt", "sym": f"S{k}", "qty": None, "px": None, "ok": None,
+                         "at": None, "why": "news"})
+        else:
+            rows.append({"event_type": "Quote", "sym": f"S{k % 2}", "qty": 10 * k, "px": 1.5 * k,
+                         "ok": k % 2 == 0, "at": k, "why": None})
+    return pd.DataFrame(rows).astype({"qty": "Int64", "at": "Int64", "ok": "boolean"})
+
+
+def rows_of(batch: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [batch.row(k) for k in range(len(batch))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_only_the_read_columns_are_encoded_the_others_decode_on_demand(kind: str) -> None:
+    df = quotes()
+    full = to_batch(_as(kind, df), Schema.for_types(TYPES))
+    some = to_batch(_as(kind, df), Schema.for_types(TYPES), columns={"qty"})
+    assert set(some.columns) == {"qty"} and set(full.columns) == {"sym", "qty", "px", "ok", "at", "why"}
+    assert set(some.deferred) == {"sym", "px", "ok", "at", "why"}
+    assert rows_of(some) == rows_of(full)  # Match.events shows the same attributes
+    assert np.array_equal(some.columns["qty"], full.columns["qty"])
+    assert np.array_equal(some.valid["qty"], full.valid["qty"])
+    assert some.schema.strings == []  # no string of an unread column was encoded
+
+
+def test_arrow_converts_only_the_type_column_and_the_read_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    converted: list[str] = []
+    real = frames._arrow_series
+
+    def spy(cells: Any) -> pd.Series:
+        series = real(cells)
+        converted.append(str(cells.type))
+        return series
+
+    monkeypatch.setattr(frames, "_arrow_series", spy)
+    table = pa.Table.from_pandas(quotes(), preserve_index=False)
+    batch = to_batch(table, Schema.for_types(TYPES), columns={"px"})
+    assert converted == ["string", "double"]  # event_type, px
+    assert batch.row(0) == ("Quote", {"sym": "S0", "qty": 0, "px": 0.0, "ok": True, "at": 0})
+    assert len(converted) == 6  # showing a row converted the others once, on demand
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_policy_on_extra_data_applies_to_unread_columns(kind: str) -> None:
+    stray = quotes()
+    stray.loc[2, "qty"] = 7  # a Halt has no qty
+    with pytest.raises(DataError, match="event type Halt has no attribute 'qty'") as err:
+        to_batch(_as(kind, stray), Schema.for_types(TYPES), columns={"sym"})
+    assert (err.value.row, err.value.column) == (2, "qty")
+    unknown = quotes().assign(colour="red")  # (a dict's key: "event type Quote has no attribute")
+    with pytest.raises(DataError, match="attribute 'colour'") as err:
+        to_batch(_as(kind, unknown), Schema.for_types(TYPES), columns={"sym"})
+    assert err.value.column == "colour"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bad_value_in_an_unread_column_is_an_error_when_shown(kind: str) -> None:
+    """An unread column is checked whole when one of its values is first shown."""
+    df = quotes().astype({"qty": object})
+    df.loc[4, "qty"] = 1.5
+    batch = to_batch(_as(kind, df), Schema.for_types(TYPES), columns={"sym"})
+    assert batch.row(2) == ("Halt", {"sym": "S2", "why": "news"})
+    for row in (0, 4):
+        with pytest.raises(DataError, match="expected int, got 1.5") as err:
+            batch.row(row)
+        assert (err.value.row, err.value.column) == (4, "qty")
+    with pytest.raises(DataError, match="expected int, got 1.5"):  # read: refused at ingestion
+        to_batch(_as(kind, df), Schema.for_types(TYPES), columns={"qty"})
+
+
+def test_matches_of_a_query_reading_some_columns_show_every_attribute() -> None:
+    pattern = pycel.seq(q.where(q.qty > 5), pycel.alias(Halt, "h"))
+    query = pycel.compile(pattern)
+    df = quotes(9)
+    batch = to_batch(df, Schema.for_types(TYPES), columns=columns_read_by(query))
+    assert set(batch.columns) == {"qty"}
+    matches = query.stream().push(batch)
+    expected = evaluate(pattern, df)
+    assert matches.keys() == expected.keys() and len(expected)
+    for got, want in zip(sorted(matches), sorted(expected), strict=True):
+        assert got.events("q") == want.events("q") and got.events("h") == want.events("h")
+
+
+# -- object columns: checked by numpy, the bad cell named --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cells", "bad_row", "words"),
+    [
+        ("qty", [1, 2.0, 2.5], 2, "expected int, got 2.5"),
+        ("qty", [1, 2**63, 3], 1, "64-bit range"),
+        ("qty", [1, float("inf"), 3], 1, "expected int, got inf"),
+        ("qty", [1, True, 3], 1, "expected int, got True"),
+        ("qty", [1, "2", 3], 1, "expected int, got '2'"),
+        ("px", [1.5, 10**400, 2], 1, "too large for a 64-bit float"),
+        ("px", [1.5, "x", 2], 1, "expected float, got 'x'"),
+        ("ok", [True, 1, False], 1, "expected bool, got 1"),
+        ("sym", ["a", 3, "b"], 1, "expected str, got 3"),
+    ],
+)
+def test_object_columns_name_the_first_bad_cell(
+    dtype: str, cells: list[Any], bad_row: int, words: str
+) -> None:
+    df = pd.DataFrame({"event_type": "Quote", dtype: pd.Series(cells, dtype=object)})
+    for data in (df, [{"event_type": "Quote", dtype: c} for c in cells]):
+        with pytest.raises(DataError, match=words) as err:
+            to_batch(data, Schema.for_types(TYPES))
+        assert (err.value.row, err.value.column) == (bad_row, dtype)
+
+
+def test_object_columns_of_valid_mixes_convert_exactly() -> None:
+    cells = {"qty": [2**62 + 1, 4.0, np.int32(-3)], "px": [1, 2.5, np.float32(0.5)], "at": [1, 2, 3]}
+    df = pd.DataFrame({"event_type": "Quote", **{k: pd.Series(v, dtype=object) for k, v in cells.items()}})
+    batch = to_batch(df, Schema.for_types(TYPES))
+    assert batch.columns["qty"].tolist() == [2**62 + 1, 4, -3]  # exact, not through float64
+    assert batch.columns["px"].tolist() == [1.0, 2.5, 0.5]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_infinite_float_stays_infinite(kind: str) -> None:
+    """(A DataFrame's inf became 1.8e308: NaN cells were cleared with nan_to_num, which also
+    replaces infinities.)"""
+    df = pd.DataFrame({"event_type": "Quote", "px": [math.inf, -math.inf, 1.0]})
+    batch = to_batch(_as(kind, df), Schema.for_types(TYPES))
+    assert batch.columns["px"].tolist() == [math.inf, -math.inf, 1.0]
+
+
+# -- rows ingest as DataFrames do ----------------------------------------------------------------
+
+ints = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))
+floats = st.one_of(st.none(), st.floats(allow_nan=False))
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), ints, floats, st.text(max_size=3)), max_size=30),
+    st.sampled_from([None, {"qty"}, {"sym", "px"}]),
+)
+def test_lists_of_dicts_and_events_ingest_as_a_dataframe(raw: list[Any], read: set[str] | None) -> None:
+    dicts: list[dict[str, Any]] = []
+    events: list[Event] = []
+    for halt, qty, px, sym in raw:
+        if halt:
+            dicts.append({"event_type": "Halt", "sym": sym, "why": None})
+            events.append(Halt(sym=sym, why=None))
+        else:
+            dicts.append({"event_type": "Quote", "sym": sym, "qty": qty, "px": px})
+            events.append(Quote(sym=sym, qty=qty, px=px, ok=None, at=None))
+    frame = pd.DataFrame(dicts, columns=["event_type", "sym", "qty", "px", "why"]).astype({"qty": object})
+    expected = to_batch(frame, Schema.for_types(TYPES), columns=read)
+    for data in (dicts, events):
+        got = to_batch(data, Schema.for_types(TYPES), columns=read)
+        assert got.type_ids.tolist() == expected.type_ids.tolist()
+        assert set(got.columns) >= set(expected.columns)
+        for attr in expected.columns:
+            assert got.valid[attr].tolist() == expected.valid[attr].tolist()
+            shown = [got.value(attr, k) for k in range(len(got))]
+            assert shown == [expected.value(attr, k) for k in range(len(got))]
+        assert rows_of(got) == rows_of(expected)
