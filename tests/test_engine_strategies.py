@@ -174,8 +174,8 @@ def test_next_order_list_follows_the_best_sets() -> None:
     st = query.stream()
     for seed in range(20):
         st.push(stream(200, seed))
-    assert order_size(st.order) <= 3 * 4  # three states, four keys
-    assert 0 < order_size(st.order)
+    assert order_size(st.runner.order) <= 3 * 4  # three states, four keys
+    assert 0 < order_size(st.runner.order)
 
 
 def test_max_keeps_every_maximal_match_through_union_nodes() -> None:
@@ -186,7 +186,7 @@ def test_max_keeps_every_maximal_match_through_union_nodes() -> None:
     stream_ = pycel.compile(pattern).stream()
     got = stream_.push(events)
     assert sorted(m.positions() for m in got) == [(0, 1, 5), (0, 3, 5), (0, 4, 5), (2, 3, 5), (2, 4, 5)]
-    assert (stream_.E[1, : stream_.ctr[0]] == UNION).sum() == 1
+    assert (stream_.runner.store.E[1, : stream_.runner.store.ctr[0]] == UNION).sum() == 1
     assert agree(pattern, events) == 5
 
 
@@ -209,7 +209,7 @@ def test_max_pair_arena_follows_the_keys() -> None:
     for seed in range(40):
         st_.push(stream(200, seed))
     assert st_.stats()["pair_capacity"] <= 1024
-    assert len(st_.max_dfa.pairs) < 20
+    assert len(st_.runner.max_dfa.pairs) < 20
 
 
 def test_snapshot_restore_contiguous_last_next_and_max() -> None:

@@ -222,7 +222,7 @@ def test_tuple_keys_of_the_parallel_path_are_forgotten() -> None:
             }
         )
         found += len(stream.push(frame))
-        sizes.append(max(len(t.ids) for t in stream.shape_tuples.values()))
+        sizes.append(max(len(t.ids) for t in stream.runner.shape_tuples.values()))
     assert found > 0
     assert max(sizes) <= 2 * 4096, sizes  # ~10k distinct tuples per chunk otherwise kept
 

@@ -241,7 +241,7 @@ def test_compiled_query_pickles() -> None:
 def test_queries_without_post_filters_keep_no_tail() -> None:
     stream = pycel.compile(seq(a, b).within(events=3)).stream()
     stream.push(events(10, 1))
-    assert stream.post_tail is None and stream.query.post_filters is None
+    assert stream.post_tail is None and stream.plan.post_filters is None
 
 
 # -- rejections -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Stream snapshots (pycel/snapshot.py, docs/snapshots.md): data only, versioned, checksummed.
+"""Stream snapshots (pycel/runtime/snapshot/, docs/snapshots.md): data only, versioned, checksummed.
 
 * Generated patterns of every strategy family (ALL with contiguity, negation, consumption
   and SELECT; LAST/NEXT; MAX; AND; the parallelized conjunctions; post-filters;
@@ -35,7 +35,7 @@ from test_postfilter import post_filtered_cases
 import pycel
 from pycel.dsl import Consume, Limit, PartitionBy, Pattern, Select, Strategy_, Within
 from pycel.language.expr import expr_key
-from pycel.snapshot import FORMAT, MAGIC, pack, unpack
+from pycel.runtime.snapshot.state import FORMAT, MAGIC, pack, unpack
 
 TYPES = event_types(4)
 
@@ -132,11 +132,12 @@ def test_sub_stream_positions_round_trip() -> None:
 
 
 # -- bad bytes ------------------------------------------------------------------------------------
-def _small() -> tuple[pycel.CompiledQuery, list[Any], bytes]:
+def _small(strategy: str = "all") -> tuple[pycel.CompiledQuery, list[Any], bytes]:
     """A partitioned, windowed query with a few events pushed, and its snapshot."""
     t0, t1 = TYPES[0], TYPES[1]
     a, b = pycel.alias(t0, "a"), pycel.alias(t1, "b")
-    query = pycel.compile(pycel.seq(a.where(a.s != "c"), pycel.plus(b)).within(events=6).partition_by(t0.x))
+    pattern = pycel.seq(a.where(a.s != "c"), pycel.plus(b)).within(events=6).partition_by(t0.x)
+    query = pycel.compile(pattern.strategy(strategy))
     rng = random.Random(7)
     events = [rng.choice((t0, t1))(x=rng.randint(0, 1), s=rng.choice("abc"), time=k) for k in range(24)]
     stream = query.stream()
@@ -229,27 +230,27 @@ def _edit(saved: bytes, edit: Any) -> bytes:
 
 
 def _set_label(state: dict[str, Any], arrays: list[Any]) -> None:
-    arrays[state["store"][0]][1, 0] = 10**6  # E_LABEL of slot 0: no such label set
+    arrays[state["runner"]["store"][0]][1, 0] = 10**6  # E_LABEL of slot 0: no such label set
 
 
 def _full_index(state: dict[str, Any], arrays: list[Any]) -> None:
-    arrays[state["store"][2]][0, :] = 7  # no EMPTY slot: a lookup would never stop
+    arrays[state["runner"]["store"][2]][0, :] = 7  # no EMPTY slot: a lookup would never stop
 
 
 def _bad_order_link(state: dict[str, Any], arrays: list[Any]) -> None:
-    arrays[state["store"][4]][0, 3] = 1 << 40
+    arrays[state["runner"]["order"]][0, 3] = 1 << 40  # NEXT's order list
 
 
 def _unknown_node(state: dict[str, Any], arrays: list[Any]) -> None:
-    state["query"]["nfa"]["atoms"][0][4] = [["call", "os.system", "touch x"]]
+    state["plan"]["nfa"]["atoms"][0][4] = [["call", "os.system", "touch x"]]
 
 
 def _object_dtype(state: dict[str, Any], arrays: list[Any]) -> None:
-    arrays[state["store"][3]] = np.array([{"x": 1}] * 9, dtype=object)
+    arrays[state["runner"]["store"][3]] = np.array([{"x": 1}] * 9, dtype=object)
 
 
 def _dfa_target(state: dict[str, Any], arrays: list[Any]) -> None:
-    arrays[state["dfa"]["moves"][1]][0, 2] = 999
+    arrays[state["runner"]["dfa"]["moves"][1]][0, 2] = 999
 
 
 def _bad_attribute_type(state: dict[str, Any], arrays: list[Any]) -> None:
@@ -257,7 +258,7 @@ def _bad_attribute_type(state: dict[str, Any], arrays: list[Any]) -> None:
 
 
 def _missing_edges(state: dict[str, Any], arrays: list[Any]) -> None:
-    state["query"]["nfa"]["follow"] = []  # the atoms' edges: read by key when expanding
+    state["plan"]["nfa"]["follow"] = []  # the atoms' edges: read by key when expanding
 
 
 def _huge_offset(state: dict[str, Any], arrays: list[Any]) -> None:
@@ -265,7 +266,7 @@ def _huge_offset(state: dict[str, Any], arrays: list[Any]) -> None:
 
 
 def _huge_window(state: dict[str, Any], arrays: list[Any]) -> None:
-    state["query"]["window_size"] = 10**400  # not even a float
+    state["plan"]["window_size"] = 10**400  # not even a float
 
 
 @pytest.mark.parametrize(
@@ -274,7 +275,7 @@ def _huge_window(state: dict[str, Any], arrays: list[Any]) -> None:
      _missing_edges, _huge_offset, _huge_window],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
-    _, _, saved = _small()
+    _, _, saved = _small("next" if edit is _bad_order_link else "all")
     with pytest.raises(pycel.DataError, match="not a valid pycel snapshot"):
         pycel.Stream.restore(_edit(saved, edit))
 
@@ -312,10 +313,10 @@ def test_restoring_a_parallel_conjunction_needs_its_event_classes() -> None:
     query = pycel.compile((q0 & q1 & q2).where((q0.x == q1.x) & (q1.x == q2.x) & (q1.y == q2.y)))
     assert query.hcq is not None
     saved = query.stream().snapshot()
-    assert pycel.Stream.restore(saved).query.hcq == query.hcq
+    assert pycel.Stream.restore(saved).plan.hcq == query.hcq
 
     def other_fields(state: dict[str, Any], arrays: list[Any]) -> None:
-        state["query"]["hcq"]["atoms"][0][1] = {"x": "int"}
+        state["plan"]["hcq"]["atoms"][0][1] = {"x": "int"}
 
     with pytest.raises(pycel.DataError, match="define that Event class"):
         pycel.Stream.restore(_edit(saved, other_fields))
@@ -355,7 +356,7 @@ def test_snapshots_are_deterministic_and_restore_the_query_plan() -> None:
     assert stream.snapshot() == saved
     assert pycel.Stream.restore(bytearray(saved)).snapshot() == saved
     assert pycel.Stream.restore(memoryview(saved)).snapshot() == saved
-    restored = stream.query
+    restored = stream.plan
     for name in ("schema", "join_keys", "partition", "window_unit", "window_size", "variables", "text"):
         assert getattr(restored, name) == getattr(query, name), name
     for name in ("first", "last", "follow", "gap_follow", "variables"):

@@ -103,6 +103,16 @@ def _has_and(node: Pattern) -> bool:
     return isinstance(node, And) or any(_has_and(c) for c in node.children())
 
 
+def interleavings_fit(body: Pattern) -> bool:
+    """Whether the OR of interleavings of ``body`` stays within the engine's atom limit
+    (``body``'s ANDs must be of sequences of single events, as :func:`expand_conjunctions`
+    requires).
+
+    Example: ``interleavings_fit(a & b & c)`` is True; an AND of four events is not.
+    """
+    return not _has_and(body) or _count_atoms(_expand(body)) <= MAX_ATOMS
+
+
 def _count_atoms(node: Pattern) -> int:
     own = 1 if isinstance(node, (Atom, NotAtom)) else 0
     return own + sum(_count_atoms(c) for c in node.children())

@@ -180,27 +180,28 @@ def _common_dtype(dtypes: set[str], shown: str) -> str:
     raise PatternError(f"correlation {shown} compares attributes of types {sorted(dtypes)}")
 
 
-def _key_for(planner: _Planner, root: Side) -> JoinKey:
+def _key_for(planner: _Planner, root: Side) -> JoinKey | str:
+    """The run key of the class of ``root``, or why the class is not one."""
     members = sorted(s for s in planner.parent if planner.root(s) == root)
     shown = " == ".join(f"{v}.{a}" for v, a in members)
     by_type: dict[type[Event], str] = {}
     for occ in planner.occurrences:
         if occ.negated:
-            raise UnsupportedError(
+            return (
                 f"correlation {shown} with the negated atom {occ.show()} is not supported by "
                 "the engine; pass where(..., post_filter=True) (exact, without the delay "
                 "guarantee)"
             )
         attrs_ = {s[1] for s in occ.sides if planner.root(s) == root}
         if not attrs_:
-            raise UnsupportedError(
+            return (
                 f"correlation {shown} does not constrain {occ.show()}: the engine runs an "
                 "equality join as a key that every event of a match shares (like PARTITION "
                 "BY). Relate that occurrence too, or pass where(..., post_filter=True) to "
                 "check the condition on complete matches (exact, without the delay guarantee)"
             )
         if len(attrs_) > 1:
-            raise UnsupportedError(
+            return (
                 f"correlation {shown} relates attributes {sorted(attrs_)} of the same event "
                 f"{occ.show()}; pass where(..., post_filter=True) to check it on complete matches"
             )
@@ -208,7 +209,7 @@ def _key_for(planner: _Planner, root: Side) -> JoinKey:
         for other, other_attr in by_type.items():
             related = issubclass(occ.event, other) or issubclass(other, occ.event)
             if related and other_attr != attr:
-                raise UnsupportedError(
+                return (
                     f"correlation {shown} reads {event_name(other)}.{other_attr} and "
                     f"{event_name(occ.event)}.{attr}, and an event can be read as both; pass "
                     "where(..., post_filter=True) to check it on complete matches"
@@ -245,5 +246,24 @@ def plan_joins(body: Pattern) -> tuple[Pattern, tuple[JoinKey, ...]]:
     roots = sorted({planner.root(s) for s in planner.parent})
     if not roots:
         return body, ()
-    keys = tuple(_key_for(planner, r) for r in roots)
-    return _strip(body), keys
+    keys = []
+    for root in roots:
+        key = _key_for(planner, root)
+        if isinstance(key, str):
+            raise UnsupportedError(key)
+        keys.append(key)
+    return _strip(body), tuple(keys)
+
+
+def joins_form_run_keys(body: Pattern) -> bool:
+    """Whether every class of equal attributes in ``body`` is a run key (it constrains
+    every event of a match, one attribute per event type). For a body without iterations
+    and ORs, such as a conjunction of single events (elsewhere :func:`plan_joins` may
+    refuse a join for other reasons).
+
+    Example: ``joins_form_run_keys((a & b & c).where((a.x == b.x) & (b.y == c.y)))`` is False.
+    """
+    planner = _Planner()
+    planner.walk(body, frozenset(), False)
+    roots = {planner.root(s) for s in planner.parent}
+    return all(not isinstance(_key_for(planner, r), str) for r in roots)

@@ -11,6 +11,7 @@ Example::
 
     tuples = TupleIds()
     keys = tuples.assign([names, regions], valid, offset=0)   # one int64 per event
+    keys, valid = run_keys(plan, batch, tuples)               # partition and join keys
     tuples.forget(window_start)
 """
 
@@ -25,6 +26,7 @@ import pandas as pd
 from pycel.data.ingest import EventBatch
 from pycel.errors import DataError
 from pycel.plan.joins import JoinKey
+from pycel.plan.planner import Plan
 
 #: Forgetting runs once the dictionary holds this many more tuples than it kept last time.
 FORGET_SLACK = 4096
@@ -154,3 +156,31 @@ class TupleIds:
         for row in [r for r, seen in self.last.items() if seen < window_start]:
             del self.ids[row], self.last[row]
         self.kept = len(self.ids)
+
+
+def run_keys(
+    plan: Plan, batch: EventBatch, tuples: TupleIds
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Run key per event (an int64: the partition's and the joins' values; several
+    values get a tuple id from ``tuples``) and whether the event has one.
+
+    Example: ``keys, valid = run_keys(plan, batch, TupleIds())``
+    """
+    n = len(batch)
+    # The parallelized automaton reads its own key combos (the partition is one of them).
+    if plan.family == "parallel" or (not plan.partition and not plan.join_keys):
+        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.bool_)
+    cols = []
+    valid = np.ones(n, dtype=np.bool_)
+    for k in plan.partition:
+        if k not in batch.columns:
+            return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_)
+        cols.append(key_values(batch.columns[k], batch.schema.fields[k]))
+        valid &= batch.valid[k]
+    for join in plan.join_keys:
+        col, present = join_values(batch, join)
+        cols.append(col)
+        valid &= present
+    if len(cols) == 1:
+        return cols[0], valid
+    return tuples.assign(cols, valid, batch.offset), valid

@@ -64,7 +64,7 @@ def expiry_ms(query: CompiledQuery, state_timeout: float | timedelta | None) -> 
     unless ``state_timeout`` says otherwise."""
     if state_timeout is not None:
         return int(_seconds(state_timeout, "state_timeout") * 1000)
-    if query.spec_strategy in ("last", "next", "max"):
+    if query.strategy in ("last", "next", "max"):
         return None
     if query.window_unit in ("seconds", "units"):
         return int(np.ceil(query.window_size * 1000))  # units of an integer time count as seconds

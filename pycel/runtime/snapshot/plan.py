@@ -1,4 +1,4 @@
-"""The compiled query of a snapshot as plain JSON data (see docs/snapshots.md).
+"""The plan of a snapshot as plain JSON data (see docs/snapshots.md).
 
 A snapshot holds the query as the engine runs it — the automaton's atoms with their
 predicates, the schema, the join keys, the post-filters and the clauses — not as code:
@@ -10,8 +10,8 @@ the process's defined ``Event`` classes, with their fields compared.
 
 Example::
 
-    data = query_to_json(query)          # JSON-compatible lists and dicts
-    again = query_from_json(data)        # a CompiledQuery; DataError if malformed
+    data = plan_to_json(query.plan)      # JSON-compatible lists and dicts
+    again = plan_from_json(data)         # a Plan; DataError if malformed
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from pycel.data.ingest import Schema, all_event_types
-from pycel.engine import CompiledQuery
 from pycel.errors import DataError
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
 from pycel.plan.automaton import AtomState, Nfa
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
+from pycel.plan.planner import STRATEGIES, Plan
 from pycel.plan.postfilter import PostFilters
 
 Json = Any
@@ -35,13 +35,13 @@ I64 = 1 << 63
 _ARITH_OPS = ("+", "-", "*", "/", "%")
 _CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 _UNITS = (None, "events", "seconds", "units")
-_STRATEGIES = ("all", "any", "strict", "last", "next", "max")
-#: CompiledQuery attributes and whether the encoder writes them (spec: the pattern AST
-#: references user classes; like a pickled query, a restored one has None).
-QUERY_FIELDS = frozenset(
-    "spec join_keys nfa schema text window_unit window_size time_attribute partition "
-    "variables projection_mask projected limit consume spec_strategy hcq post_filters".split()
-)
+#: The strategies each family runs (pycel.plan.planner.choose_family).
+_FAMILIES = {
+    "sequential": ("all", "any", "strict"),
+    "ranked": ("last", "next"),
+    "maximal": ("max",),
+    "parallel": ("all", "any"),
+}
 
 
 def bad(what: str) -> DataError:
@@ -391,42 +391,37 @@ def hcq_from_json(x: Json) -> HcqPlan:
     return HcqPlan(tuple(atoms), classes, dtypes, nodes, shapes, tuple(transitions))
 
 
-# -- the compiled query ---------------------------------------------------------------------
-def query_to_json(q: CompiledQuery) -> Json:
-    """Every attribute of ``q`` the engine reads, as JSON data."""
-    unknown = set(q.__dict__) - QUERY_FIELDS
-    if unknown:
-        raise TypeError(
-            f"snapshot: CompiledQuery attributes {sorted(unknown)} have no encoding in pycel/snapshot_plan.py"
-        )
-    post = q.post_filters
+# -- the plan ---------------------------------------------------------------------
+def plan_to_json(plan: Plan) -> Json:
+    """Every field of ``plan`` as JSON data."""
+    post = plan.post_filters
     return {
-        "text": q.text,
-        "strategy": q.spec_strategy,
-        "window_unit": q.window_unit,
-        "window_size": q.window_size,
-        "time_attribute": q.time_attribute,
-        "partition": list(q.partition),
-        "projection_mask": q.projection_mask,
-        "projected": q.projected,
-        "limit": q.limit,
-        "consume": q.consume,
-        "nfa": nfa_to_json(q.nfa),
-        "schema": schema_to_json(q.schema),
-        "join_keys": [[[list(p) for p in j.attributes], j.dtype] for j in q.join_keys],
-        "hcq": None if q.hcq is None else hcq_to_json(q.hcq),
+        "text": plan.text,
+        "family": plan.family,
+        "strategy": plan.strategy,
+        "window_unit": plan.window_unit,
+        "window_size": plan.window_size,
+        "time_attribute": plan.time_attribute,
+        "partition": list(plan.partition),
+        "projection_mask": plan.projection_mask,
+        "projected": plan.projected,
+        "limit": plan.limit,
+        "consume": plan.consume,
+        "nfa": nfa_to_json(plan.nfa),
+        "schema": schema_to_json(plan.schema),
+        "join_keys": [[[list(p) for p in j.attributes], j.dtype] for j in plan.join_keys],
+        "hcq": None if plan.hcq is None else hcq_to_json(plan.hcq),
         "post_filters": None if post is None else [expr_to_json(c) for c in post.conjuncts],
     }
 
 
-def query_from_json(x: Json) -> CompiledQuery:
-    """The CompiledQuery :func:`query_to_json` wrote (no spec, as after unpickling)."""
-    x = as_dict(x, "query")
+def plan_from_json(x: Json) -> Plan:
+    """The plan :func:`plan_to_json` wrote; DataError if it is not one."""
+    x = as_dict(x, "plan")
     nfa = nfa_from_json(x.get("nfa"))
-    unit = x.get("window_unit")
-    strategy = x.get("strategy")
-    if unit not in _UNITS or strategy not in _STRATEGIES:
-        raise bad(f"window unit {unit!r} or strategy {strategy!r}")
+    unit, strategy, family = x.get("window_unit"), x.get("strategy"), x.get("family")
+    if unit not in _UNITS or strategy not in STRATEGIES or family not in _FAMILIES:
+        raise bad(f"window unit {unit!r}, strategy {strategy!r} or family {family!r}")
     time_attribute = x.get("time_attribute")
     joins = []
     for j in as_list(x.get("join_keys"), "join keys"):
@@ -438,24 +433,23 @@ def query_from_json(x: Json) -> CompiledQuery:
         joins.append(JoinKey(pairs, dtype_name(dtype, "join key")))
     post = x.get("post_filters")
     hcq = x.get("hcq")
-    q = CompiledQuery.__new__(CompiledQuery)
-    q.__dict__.update(
-        spec=None,
-        join_keys=tuple(joins),
+    if (hcq is not None) != (family == "parallel") or strategy not in _FAMILIES[family]:
+        raise bad(f"family {family!r} with strategy {strategy!r}")
+    return Plan(
+        text=as_str(x.get("text"), "query text"),
+        family=family,
+        strategy=strategy,
         nfa=nfa,
         schema=schema_from_json(x.get("schema")),
-        text=as_str(x.get("text"), "query text"),
+        partition=strs(x.get("partition"), "partition"),
+        join_keys=tuple(joins),
+        hcq=None if hcq is None else hcq_from_json(hcq),
+        post_filters=None if post is None else PostFilters.of(_exprs(post)),
         window_unit=unit,
         window_size=as_number(x.get("window_size"), "window size"),
         time_attribute=None if time_attribute is None else as_str(time_attribute, "time attribute"),
-        partition=strs(x.get("partition"), "partition"),
-        variables=nfa.variables,
         projection_mask=as_int(x.get("projection_mask"), "projection", 0, 1 << len(nfa.variables)),
         projected=as_bool(x.get("projected"), "projected"),
         limit=as_int(x.get("limit"), "limit", -1),
         consume=as_int(x.get("consume"), "consumption", 0, 3),
-        spec_strategy=strategy,
-        hcq=None if hcq is None else hcq_from_json(hcq),
-        post_filters=None if post is None else PostFilters.of(_exprs(post)),
     )
-    return q

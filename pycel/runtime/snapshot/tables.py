@@ -18,9 +18,10 @@ import numpy.typing as npt
 from pycel.plan.automaton import Nfa
 from pycel.plan.determinize import START, Dfa, LabelSets
 from pycel.plan.maximal import MaxDfa
-from pycel.plan.postfilter import Tail
 from pycel.runtime.keys import TupleIds
-from pycel.snapshot_plan import Json, as_dict, as_int, as_list, bad, strs
+from pycel.runtime.postfilter import Tail
+
+from .plan import Json, as_dict, as_int, as_list, bad, strs
 
 #: Little-endian numeric and bool dtypes: the only arrays a snapshot holds.
 DTYPES = frozenset(["<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "<f8", "<f4", "|b1"])

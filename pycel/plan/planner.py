@@ -1,0 +1,198 @@
+"""The planner: a checked query → an immutable :class:`Plan` that says how it runs.
+
+Which automaton *family* runs a query follows from its features, decided here in one
+place (:func:`choose_family`):
+
+=============  ===============================================  =============================
+family         queries                                          runner (pycel/runtime/runners)
+=============  ===============================================  =============================
+``sequential`` ALL, ANY, STRICT: the determinized Glushkov       ``sequential.py``
+               automaton, joins as run keys
+``ranked``     LAST, NEXT: one ranked best set per (state, key)  ``ranked.py``
+``maximal``    MAX: the CEL paper's pair automaton               ``maximal.py``
+``parallel``   an AND of single events whose equality joins      ``parallel.py``
+               nest (no single run key): the PCEA paper's
+               parallelized automaton
+=============  ===============================================  =============================
+
+Everything else the runtime needs is in the plan too: the labeled automaton (``nfa``), the
+run keys (partition and ``join_keys``), the post-filters, the window and the clauses as
+the loops read them (projection mask, limit, consumption code). A query no family runs
+exactly raises one :class:`~pycel.errors.UnsupportedError` saying why and what to write.
+
+Example::
+
+    plan = plan_query(split_query(seq(Sell, Buy).strategy("max")))
+    plan.family         # 'maximal'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import attrs
+
+from pycel.data.ingest import Schema
+from pycel.dsl import Pattern
+from pycel.errors import UnsupportedError
+from pycel.language.checks import check, event_types
+from pycel.language.clauses import QuerySpec
+from pycel.language.events import Event, event_name
+from pycel.limits import MAX_VARIABLES
+
+from .automaton import AtomState, Nfa, build_nfa
+from .conjunction import expand_conjunctions, interleavings_fit
+from .hcq import HcqPlan, plan_hcq
+from .joins import JoinKey, joins_form_run_keys, plan_joins
+from .postfilter import PostFilters, check_clauses, split_post_filters
+
+Family = Literal["sequential", "ranked", "maximal", "parallel"]
+#: The selection strategies the engine runs.
+STRATEGIES = ("all", "any", "strict", "last", "next", "max")
+#: CONSUME BY as the loops read it.
+CONSUME_CODES = {"none": 0, "any": 1, "partition": 2}
+
+
+@attrs.frozen(eq=False)
+class Plan:
+    """How a query runs: plain data, picklable, never changed after planning.
+
+    ``window_unit`` is None (no window), ``"events"``, ``"seconds"`` or ``"units"``;
+    ``limit`` is -1 without LIMIT; ``projection_mask`` has bit k set when variable k is
+    reported.
+    """
+
+    text: str
+    family: Family
+    strategy: str
+    nfa: Nfa
+    schema: Schema
+    partition: tuple[str, ...] = ()
+    join_keys: tuple[JoinKey, ...] = ()
+    hcq: HcqPlan | None = None
+    post_filters: PostFilters | None = None
+    window_unit: str | None = None
+    window_size: float = 0.0
+    time_attribute: str | None = None
+    projection_mask: int = 0
+    projected: bool = False
+    limit: int = -1
+    consume: int = 0
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The pattern's variables, in the order the matches number them."""
+        return self.nfa.variables
+
+
+def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "") -> Plan:
+    """Check ``spec`` and plan it (``types``: event types the data may carry besides the
+    pattern's). Raises PatternError/UnsupportedError for a query that cannot run.
+
+    Example: ``plan_query(split_query(seq(A, B).within(events=5))).window_unit == "events"``
+    """
+    check(spec)
+    if spec.strategy not in STRATEGIES:
+        raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
+    body, post = split_post_filters(spec.body)
+    if post:
+        check_clauses(spec.strategy, spec.consume)
+    family = choose_family(spec, body)
+    schema = Schema.for_types([*event_types(spec.body), *types])
+    post_filters = PostFilters.of(post) if post else None
+    if family == "parallel":
+        hcq = plan_hcq(body, spec.partition)
+        assert hcq is not None  # choose_family checked it
+        return _plan(spec, family, _hcq_nfa(hcq), schema, (), hcq, post_filters, text)
+    # AND runs as an OR of interleavings; the checks saw the original.
+    planned, join_keys = plan_joins(expand_conjunctions(body))
+    # STRICT keeps the matches whose positions form an interval of the (partition's)
+    # stream: exactly the matches of the pattern with every ; and + made contiguous.
+    nfa = build_nfa(planned, strict=spec.strategy == "strict")
+    if len(nfa.variables) > MAX_VARIABLES:
+        raise UnsupportedError(f"the engine supports at most {MAX_VARIABLES} variables per pattern")
+    if join_keys:
+        _check_join_clauses(spec, nfa)
+    return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
+
+
+def choose_family(spec: QuerySpec, body: Pattern) -> Family:
+    """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
+    if spec.strategy == "max":
+        return "maximal"
+    if spec.strategy in ("last", "next"):
+        return "ranked"
+    # An AND of single events (possibly then one event) that the sequential automaton
+    # cannot run: its joins nest (no single run key), or its interleavings are too many.
+    if _parallel_clauses(spec) and plan_hcq(body, spec.partition) is not None:
+        if not joins_form_run_keys(body) or not interleavings_fit(body):
+            return "parallel"
+    return "sequential"  # which refuses, with the way out, what it cannot run
+
+
+def _parallel_clauses(spec: QuerySpec) -> bool:
+    """The clauses the parallelized automaton supports: windows, PARTITION BY (as a join
+    class over every atom), SELECT and LIMIT."""
+    return spec.strategy in ("all", "any") and spec.consume == "none"
+
+
+def _hcq_nfa(hcq: HcqPlan) -> Nfa:
+    """The atoms of a parallelized automaton as the shared runtime reads them (predicate
+    bits per atom, variables); its transitions are in the plan's ``hcq``."""
+    variables = tuple(sorted(a.var for a in hcq.atoms))
+    atoms = tuple(
+        AtomState(k, event_name(a.event), False, None, a.filters, frozenset([a.var]))
+        for k, a in enumerate(hcq.atoms)
+    )
+    everything = frozenset(range(len(atoms)))
+    return Nfa(atoms, everything, everything, {k: frozenset() for k in everything}, variables)
+
+
+def _check_join_clauses(spec: QuerySpec, nfa: Nfa) -> None:
+    """Reject the clauses whose meaning depends on the partition when joins are run keys
+    (a run key is finer than the partition: adjacency and consumption are per partition)."""
+    if nfa.contiguous or spec.strategy == "strict":
+        raise UnsupportedError(
+            "contiguity (:, :+, STRICT) together with an equality join is not supported by the "
+            "engine; use PARTITION BY for the correlation, or where(..., post_filter=True)"
+        )
+    if spec.consume == "partition" and spec.partition:
+        raise UnsupportedError(
+            "CONSUME BY PARTITION together with an equality join is not supported by the engine"
+        )
+
+
+def _plan(
+    spec: QuerySpec,
+    family: Family,
+    nfa: Nfa,
+    schema: Schema,
+    join_keys: tuple[JoinKey, ...],
+    hcq: HcqPlan | None,
+    post_filters: PostFilters | None,
+    text: str,
+) -> Plan:
+    window = spec.window
+    kept = spec.select if spec.select is not None else nfa.variables
+    consume = CONSUME_CODES[spec.consume]
+    if join_keys and spec.consume == "partition" and not spec.partition:
+        consume = CONSUME_CODES["any"]  # one partition: the stream (the keys are joins)
+    return Plan(
+        text=text,
+        family=family,
+        strategy=spec.strategy,
+        nfa=nfa,
+        schema=schema,
+        partition=spec.partition,
+        join_keys=join_keys,
+        hcq=hcq,
+        post_filters=post_filters,
+        window_unit=window.unit if window is not None else None,
+        window_size=window.size if window is not None else 0.0,
+        time_attribute=window.on if window is not None else None,
+        projection_mask=sum(1 << k for k, v in enumerate(nfa.variables) if v in kept),
+        projected=spec.select is not None,
+        limit=spec.limit if spec.limit is not None else -1,
+        consume=consume,
+    )

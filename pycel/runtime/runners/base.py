@@ -1,0 +1,164 @@
+"""What every runner shares: the prepared batch it reads, the raw matches it returns, the
+node store and index H it keeps, and the interface a :class:`~pycel.runtime.stream.Stream`
+calls.
+
+A *runner* evaluates one automaton family (see :mod:`pycel.plan.planner`) over a stream:
+it owns its state (the node store, H, its tables) and snapshots it. The stream does the
+work every family needs once per batch (ingestion, atom bits, run keys, window starts,
+post-filters, global positions) and hands it over as a :class:`PreparedBatch`.
+
+Example::
+
+    runner = new_runner(plan)                 # pycel.runtime.runners
+    raw = runner.advance(prepared)            # RawMatches, positions local to the stream
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from pycel.data.ingest import EventBatch
+from pycel.jit.runtime import live_counts
+from pycel.jit.store import (
+    C_E_NEXT,
+    C_MAX_DEPTH,
+    C_U_NEXT,
+    E_LABEL,
+    EMPTY,
+    H_ROWS,
+    H_STATE,
+    N_COUNTERS,
+    new_store,
+)
+from pycel.runtime.snapshot.plan import Json, as_list, bad
+from pycel.runtime.snapshot.tables import Reader, Writer, in_range
+
+Ints = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+_MAX_DEPTH = 4096  # far above any heap depth (logarithmic in the live runs)
+
+
+@attrs.frozen
+class PreparedBatch:
+    """One batch as every runner reads it (positions local to the stream).
+
+    ``bits[j]``: which atoms' unary predicates event j satisfies (bit k for atom k);
+    ``keys``/``key_valid``: its run key (partition and join values) and whether it has
+    one; ``window_starts[j]``: the first position inside its window. The clauses are as
+    the loops apply them: with post-filters, every variable and no limit (they act after
+    the filter).
+    """
+
+    batch: EventBatch
+    offset: int
+    bits: Ints
+    keys: Ints
+    key_valid: Mask
+    window_starts: Ints
+    projection_mask: int
+    limit: int
+    consume: int
+
+
+@attrs.frozen
+class RawMatches:
+    """Matches as the enumerator writes them: match k spans ``starts[k]..ends[k]`` and
+    binds ``var_ids[offsets[k]:offsets[k+1]]`` at ``positions[...]``."""
+
+    starts: Ints
+    ends: Ints
+    offsets: Ints
+    var_ids: Any
+    positions: Ints
+
+    @classmethod
+    def of(cls, se: Ints, offsets: Ints, var_ids: Any, positions: Ints) -> RawMatches:
+        """From a kernel's output (``se``: starts and ends interleaved)."""
+        return cls(se[0::2].copy(), se[1::2].copy(), offsets, var_ids, positions)
+
+
+class Runner(Protocol):
+    """One automaton family's evaluation state. Created from a plan by
+    :func:`pycel.runtime.runners.new_runner`, restored by ``load``."""
+
+    #: Whether its choices look at runs that left the window (LAST, NEXT, MAX): the
+    #: stream then keeps the ids of key tuples outside the window.
+    looks_before_window: bool
+
+    def advance(self, batch: PreparedBatch) -> RawMatches:
+        """Run the batch; return the matches that end in it."""
+        ...
+
+    def forget(self, window_start: int) -> None:
+        """Drop bookkeeping for what left every window (before ``window_start``)."""
+        ...
+
+    def save(self, w: Writer) -> Json:
+        """The runner's state for a snapshot (arrays go to ``w``)."""
+        ...
+
+    def stats(self, window_start: int) -> dict[str, int]:
+        """Store sizes (see :meth:`pycel.runtime.stream.Stream.stats`)."""
+        ...
+
+
+@attrs.define
+class Store:
+    """The node store and H (pycel/jit/store.py): extend nodes ``E``, heap nodes ``U``,
+    the hash index ``HT`` and the counters ``ctr``. Every family keeps one."""
+
+    E: Ints
+    U: Ints
+    HT: Ints
+    ctr: Ints
+
+    @classmethod
+    def new(cls) -> Store:
+        return cls(*new_store())
+
+    def save(self, w: Writer) -> Json:
+        return [w.add(a, np.int64) for a in (self.E, self.U, self.HT, self.ctr)]
+
+    @classmethod
+    def load(cls, r: Reader, x: Json, extend_rows: int, labels: int) -> Store:
+        """The store of a snapshot, checked so that no loop reads out of bounds
+        (``extend_rows``: rows of E; ``labels``: the number of label ids)."""
+        refs = as_list(x, "store", 4)
+        E, U, HT = (r.get(refs[k], "store", ndim=2) for k in range(3))
+        store = cls(E, U, HT, r.get(refs[3], "counters"))
+        power_of_two_columns(E, extend_rows, "the extend arena")
+        power_of_two_columns(U, 6, "the heap arena")
+        power_of_two_columns(HT, H_ROWS, "the index H")
+        ctr = store.ctr
+        if ctr.shape != (N_COUNTERS,) or min(ctr[C_E_NEXT], ctr[C_U_NEXT]) < 0:
+            raise bad("counters")
+        in_range(ctr[C_MAX_DEPTH : C_MAX_DEPTH + 1], 0, _MAX_DEPTH, "heap depth")
+        in_range(E[E_LABEL], -1, labels, "label ids")
+        if (HT[H_STATE] != EMPTY).all():
+            raise bad("the index H has no free slot")
+        return store
+
+    def stats(self, window_start: int) -> dict[str, int]:
+        live_e, live_u, h = live_counts(self.E, self.U, self.HT, self.ctr, window_start)
+        return {
+            "live_extend_nodes": live_e,
+            "live_heap_nodes": live_u,
+            "h_entries": h,
+            "extend_capacity": int(self.E.shape[1]),
+            "heap_capacity": int(self.U.shape[1]),
+            "h_capacity": int(self.HT.shape[1]),
+            "max_heap_depth": int(self.ctr[C_MAX_DEPTH]),
+        }
+
+
+def power_of_two_columns(a: Ints, rows: int, what: str) -> int:
+    """The column count of a snapshot's arena ``a`` (a power of two), checked with its
+    row count; DataError otherwise."""
+    cap = a.shape[1]
+    if a.shape[0] != rows or cap < 1 or cap & (cap - 1):
+        raise bad(f"{what} has shape {a.shape}")
+    return int(cap)

@@ -1,0 +1,307 @@
+"""Incremental evaluation of a plan: :class:`Stream` (push batches, get new matches).
+
+Per batch the stream does, once, what every automaton family needs: ingestion, the atom
+bits of each event (:mod:`pycel.runtime.predicates`), run keys (:mod:`pycel.runtime.keys`)
+and window starts (:mod:`pycel.runtime.windows`). It hands them to its *runner*
+(:mod:`pycel.runtime.runners`, chosen by the plan's family), which advances the automaton
+in one Numba call and returns the matches that end in the batch; then the stream maps
+them to global positions and applies post-filters, projection and limit.
+
+Example::
+
+    stream = pycel.compile(pycel.seq(Sell, Buy).within(events=100)).stream()
+    stream.push(batch1); stream.push(batch2)     # new matches per batch
+    saved = stream.snapshot(); stream = pycel.Stream.restore(saved)
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pycel.data.ingest import DEFAULT_TYPE_COLUMN, EventBatch, check_input_columns, to_batch
+from pycel.data.matches import Matches, take
+from pycel.errors import DataError
+from pycel.jit.dedupe import unique_matches
+from pycel.language.expr import Arith, Expr
+from pycel.plan.planner import Plan
+from pycel.plan.postfilter import PostFilters
+from pycel.runtime.keys import TupleIds, run_keys
+from pycel.runtime.postfilter import Tail, limit_per_end
+from pycel.runtime.postfilter import apply as apply_post_filters
+from pycel.runtime.predicates import atom_bits, columns_read_by
+from pycel.runtime.runners import PreparedBatch, RawMatches, new_runner
+from pycel.runtime.snapshot.state import decode, encode
+from pycel.runtime.windows import count_window_starts, time_window_starts
+
+Ints = npt.NDArray[np.int64]
+
+
+class Stream:
+    """Incremental evaluation: :meth:`push` batches in stream order, get new matches.
+
+    A batch that raises (bad data, time going backwards) changes nothing; the stream
+    continues as if it had not been pushed.
+    """
+
+    #: Post-filter mode: the columns of the events a future match may include.
+    post_tail: Tail | None = None
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.runner = new_runner(plan)
+        self.schema = plan.schema.copy()
+        self.offset = 0
+        self.last_time: int | float | None = None  # an int for integer times (exact)
+        self.tail_pos = np.zeros(0, dtype=np.int64)
+        self.tail_time = np.zeros(0, dtype=np.int64)  # float64 once float times arrive
+        # Multi-column keys: tuple → id, forgotten once the tuple left every window.
+        self.key_tuples = TupleIds()
+        self.seconds = 0.0  # time spent in push, for reports
+        # Sub-stream mode (push(..., positions=...)): the global position of the events at
+        # local positions global_base, global_base + 1, ...; None until then.
+        self.global_map: Ints | None = None
+        self.global_base = 0
+
+    # -- per batch ---------------------------------------------------------------------
+    def push(
+        self,
+        data: Any,
+        *,
+        type_column: str = DEFAULT_TYPE_COLUMN,
+        positions: npt.ArrayLike | None = None,
+    ) -> Matches:
+        """Evaluate the next events; return the matches that end in them.
+
+        ``positions``: the events' global stream positions, strictly increasing and after
+        every position pushed before, when this stream evaluates a sub-stream (e.g. the
+        events of one partition key, as Spark runs them). Contiguity and the run are then
+        those of the sub-stream, while count windows and the returned matches use these
+        positions. A stream given positions once needs them on every push.
+
+        Example: ``stream.push([Sell(name="INTC", price=10.0), Buy(name="QQQ", price=9.5)])``
+        """
+        began = time.perf_counter()
+        batch = data if isinstance(data, EventBatch) else to_batch(
+            data, self.schema.copy(), type_column=type_column, offset=self.offset
+        )
+        if isinstance(data, EventBatch) and data.offset != self.offset:
+            raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
+        check_input_columns(batch.input_columns, columns_read_by(self.plan))
+        # A post-filter's integer overflow is found only once the matches are enumerated,
+        # after the automaton advanced: keep the state to put back (a failed push changes
+        # nothing). Only queries whose post-filters do integer arithmetic pay for it.
+        # An in-memory copy (arrays copied whole), not a snapshot: no encoding or hashing.
+        saved = self._state_copy() if _post_filters_may_overflow(self.plan.post_filters) else None
+        try:
+            return self._push(batch, positions, began)
+        except DataError:
+            if saved is not None:
+                self.__dict__.update(saved)
+            raise
+
+    def _state_copy(self) -> dict[str, Any]:
+        """A deep copy of the evaluation state (the plan is shared, not copied: a push
+        never changes it)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "plan"}
+        return copy.deepcopy(state, memo={id(self.plan): self.plan})
+
+    def _push(self, batch: EventBatch, positions: npt.ArrayLike | None, began: float) -> Matches:
+        """:meth:`push` of a checked batch."""
+        plan = self.plan
+        gpos = self._check_positions(positions, len(batch))
+        starts, tail = self._window_starts(batch, gpos)
+        keys, key_valid = run_keys(plan, batch, self.key_tuples)
+        post = plan.post_filters is not None
+        prepared = PreparedBatch(
+            batch=batch,
+            offset=self.offset,
+            bits=atom_bits(plan.nfa.atoms, batch),
+            keys=keys,
+            key_valid=key_valid,
+            window_starts=starts,
+            # Post-filters see whole matches: project and limit after filtering.
+            projection_mask=(1 << len(plan.variables)) - 1 if post else plan.projection_mask,
+            limit=-1 if post else plan.limit,
+            consume=plan.consume,
+        )
+        raw = self.runner.advance(prepared)
+        self.schema = batch.schema  # accepted
+        self.offset += len(batch)
+        return self._finish(batch, gpos, starts, tail, raw, began)
+
+    def _finish(
+        self, batch: EventBatch, gpos: Ints | None, starts: Ints, tail: Any, raw: RawMatches, began: float
+    ) -> Matches:
+        """The batch's matches (global positions, post-filters, projection, limit), and
+        the bookkeeping after an accepted batch."""
+        plan = self.plan
+        post = plan.post_filters
+        if plan.window_unit is not None and len(starts):
+            self._forget_keys(int(starts[-1]))
+        if tail is not None:
+            self.tail_pos, self.tail_time, self.last_time = tail
+        m_starts, m_ends, pos = raw.starts, raw.ends, raw.positions
+        source: Any = batch
+        if gpos is not None:
+            m_starts, m_ends, pos, source = self._to_global(gpos, m_starts, m_ends, pos, batch)
+        matches = Matches(m_starts, m_ends, raw.offsets, raw.var_ids, pos, plan.variables, source)
+        if post is not None:
+            at = gpos if gpos is not None else np.arange(batch.offset, batch.offset + len(batch))
+            matches, self.post_tail = apply_post_filters(
+                post, self.post_tail or Tail(), batch, at.astype(np.int64), matches, self.schema,
+                self._post_keep_from(), plan.projection_mask,
+            )  # fmt: skip
+            if plan.projected:  # otherwise the enumerator drops repeats itself
+                keep = unique_matches(
+                    matches.starts, matches.ends, matches.offsets, matches.var_ids, matches.positions
+                )
+                if not keep.all():
+                    matches = take(matches, keep)
+            if plan.limit >= 0:
+                matches = limit_per_end(matches, plan.limit)
+        self.seconds += time.perf_counter() - began
+        return matches
+
+    def _post_keep_from(self) -> int:
+        """The first position a future match may include (what the post-filter tail keeps):
+        all without a window (the tail then grows with the stream)."""
+        plan = self.plan
+        if self.global_map is not None:  # sub-stream: _to_global kept what a window may reach
+            return int(self.global_map[0]) if len(self.global_map) else 0
+        if plan.window_unit == "events":
+            return self.offset - int(plan.window_size)
+        if plan.window_unit is not None and len(self.tail_pos):
+            return int(self.tail_pos[0])
+        return 0
+
+    def _check_positions(self, positions: npt.ArrayLike | None, n: int) -> Ints | None:
+        """``positions`` as int64, checked against the stream's mode and past positions."""
+        if positions is None:
+            if self.global_map is not None:
+                raise DataError("this stream evaluates a sub-stream: push(..., positions=) is required")
+            return None
+        if self.global_map is None and self.offset > 0:
+            raise DataError("positions= must be given from the first push of a stream on")
+        gpos = np.asarray(positions, dtype=np.int64)
+        if gpos.shape != (n,):
+            raise DataError(f"positions= has shape {gpos.shape}, expected ({n},)")
+        last = self.global_map[-1] if self.global_map is not None and len(self.global_map) else -1
+        prev = np.concatenate([[last], gpos[:-1]])
+        bad = np.flatnonzero(gpos <= prev)
+        if len(bad):
+            k = int(bad[0])
+            raise DataError(f"positions must increase: {gpos[k]} after {prev[k]}", row=k)
+        return gpos
+
+    def _known_positions(self, gpos: Ints, batch: EventBatch) -> tuple[Ints, int]:
+        """Global positions of the local positions base, base + 1, ... through ``gpos``."""
+        if self.global_map is None:
+            return gpos, batch.offset
+        return np.concatenate([self.global_map, gpos]), self.global_base
+
+    def _to_global(
+        self, gpos: Ints, starts: Ints, ends: Ints, pos: Ints, batch: EventBatch
+    ) -> tuple[Ints, Ints, Ints, Any]:
+        """Map local positions to global ones; keep only the map a future match can use."""
+        if not len(gpos):
+            return starts, ends, pos, _SubStreamEvents(batch, gpos)
+        full, base = self._known_positions(gpos, batch)
+        starts, ends, pos = full[starts - base], full[ends - base], full[pos - base]
+        plan = self.plan
+        keep_from = base  # no window: any past event may still match
+        if plan.window_unit == "events":
+            keep_from = base + int(np.searchsorted(full, full[-1] - np.int64(plan.window_size)))
+        elif plan.window_unit is not None and len(self.tail_pos):
+            keep_from = int(self.tail_pos[0])
+        self.global_map, self.global_base = full[keep_from - base :], keep_from
+        return starts, ends, pos, _SubStreamEvents(batch, gpos)
+
+    def _window_starts(self, batch: EventBatch, gpos: Ints | None) -> tuple[Ints, Any]:
+        """The first position inside each event's window, and the new time tail."""
+        plan = self.plan
+        n = len(batch)
+        positions = np.arange(self.offset, self.offset + n, dtype=np.int64)
+        if plan.window_unit is None:
+            return np.zeros(n, dtype=np.int64), None
+        if plan.window_unit == "events":
+            if gpos is None:
+                return count_window_starts(positions, plan.window_size), None
+            # Count windows are global: the first local position whose global position is
+            # inside the window (everything before global_base is outside every new window).
+            known, base = self._known_positions(gpos, batch)
+            first = np.searchsorted(known, count_window_starts(gpos, plan.window_size), side="left")
+            return first.astype(np.int64) + np.int64(base), None
+        return time_window_starts(
+            plan, batch, self.schema, positions, self.tail_pos, self.tail_time, self.last_time
+        )
+
+    def _forget_keys(self, window_start: int) -> None:
+        """Forget the key tuples that left every window (memory follows the window). Not
+        under LAST, NEXT or MAX, whose choices look at runs before the window."""
+        self.runner.forget(window_start)
+        if not self.runner.looks_before_window:
+            self.key_tuples.forget(window_start)
+
+    # -- state ---------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """The whole evaluation state as bytes of pycel's snapshot format (data only:
+        arrays, scalars and the plan as data; versioned and checksummed, see
+        docs/snapshots.md); :meth:`restore` continues from it.
+
+        Example: ``again = pycel.Stream.restore(stream.snapshot())``
+        """
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("plan", "runner")}
+        return encode(self.plan, fields, self.runner)
+
+    @classmethod
+    def restore(cls, data: bytes) -> Stream:
+        """A stream that continues exactly where the snapshotted one stopped.
+
+        Raises :class:`DataError` for anything but an intact snapshot of this format
+        (truncated, corrupted, foreign or older bytes); never runs code from ``data``.
+        """
+        plan, fields, runner = decode(data)
+        stream = cls.__new__(cls)
+        stream.plan, stream.runner = plan, runner
+        stream.__dict__.update(fields)
+        return stream
+
+    def stats(self) -> dict[str, int]:
+        """Store sizes: nodes still inside the window, allocated capacity, H entries (and
+        the MAX strategy's pair arena).
+
+        Example: ``stream.stats()["live_extend_nodes"]``
+        """
+        plan = self.plan
+        lo = self.offset - 1 - int(plan.window_size) if plan.window_unit == "events" else 0
+        return self.runner.stats(lo)
+
+
+def _post_filters_may_overflow(post: PostFilters | None) -> bool:
+    """Whether a post-filter does integer arithmetic (+, -, *, %), so evaluating it on a
+    match may raise a :class:`DataError` for leaving int64."""
+
+    def has_int_arith(e: Expr[Any]) -> bool:
+        if isinstance(e, Arith) and e.dtype == "int":
+            return True
+        return any(has_int_arith(c) for c in e.children())
+
+    return post is not None and any(has_int_arith(c) for c in post.conjuncts)
+
+
+class _SubStreamEvents:
+    """The events of a batch pushed with ``positions=``, looked up by global position."""
+
+    def __init__(self, batch: EventBatch, positions: Ints) -> None:
+        self.batch, self.positions = batch, positions
+
+    def event(self, position: int) -> tuple[str, dict[str, Any]]:
+        k = int(np.searchsorted(self.positions, position))
+        if k == len(self.positions) or self.positions[k] != position:
+            raise KeyError(f"position {position} is not an event of this batch")
+        return self.batch.row(k)

@@ -1,0 +1,68 @@
+"""Window starts: for each event, the first stream position inside its window.
+
+A count window of n events starts n positions back; a time window reaches back to the
+first event whose time is within ``size`` of the event's (the stream keeps a *tail* of
+recent positions and times for that). The loops drop runs that started before.
+
+Example::
+
+    count_window_starts(np.arange(5), 2)      # array([-2, -1, 0, 1, 2])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pycel.data.ingest import EventBatch, Schema, time_values
+from pycel.plan.planner import Plan
+
+Ints = npt.NDArray[np.int64]
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def count_window_starts(positions: Ints, size: float) -> Ints:
+    """The first position inside a count window of ``size`` events ending at each of
+    ``positions``."""
+    return positions - np.int64(size)
+
+
+def time_window_starts(
+    plan: Plan,
+    batch: EventBatch,
+    schema: Schema,
+    positions: Ints,
+    tail_pos: Ints,
+    tail_time: npt.NDArray[Any],
+    last_time: int | float | None,
+) -> tuple[Ints, tuple[Ints, npt.NDArray[Any], int | float] | None]:
+    """For a time window: each event's window start, and the new tail (positions, times
+    and the last time) that the next batch's windows may reach; None for an empty batch.
+
+    Raises DataError when time goes backwards (``last_time``: the stream's last time).
+    """
+    assert plan.time_attribute is not None
+    n = len(batch)
+    times = time_values(batch, plan.time_attribute, last_time)
+    size = plan.window_size
+    if plan.window_unit == "seconds" and schema.fields.get(plan.time_attribute) == "time":
+        size = size * 1_000_000_000  # timestamps are nanoseconds (an int size stays exact)
+    if times.dtype.kind in "iu":
+        # Integer times stay integers: time(end) - time(start) <= size holds exactly when
+        # time(start) >= time(end) - floor(size); float64 would round above 2**53 (ns).
+        times = times.astype(np.int64)
+        reach = min(math.floor(size), _I64_MAX)
+        lower = np.maximum(times, np.int64(_I64_MIN + reach)) - np.int64(reach)
+    else:
+        times = times.astype(np.float64)
+        lower = times - size
+    all_t = np.concatenate([tail_time.astype(times.dtype, copy=False), times])
+    all_p = np.concatenate([tail_pos, positions])
+    starts = all_p[np.searchsorted(all_t, lower, side="left")] if n else positions
+    if n == 0:
+        return starts, None
+    keep = all_t >= lower[-1]
+    return starts, (all_p[keep], all_t[keep], times[-1].item())
