@@ -8,7 +8,8 @@ Example::
 
     for m in query.run(events):
         print(m.start, m.end, m["s"], m.events("s"))
-    query.run(events).to_pandas()   # match, start, end, variable, position
+    query.run(events).to_pandas()         # match, start, end, variable, position
+    query.run(events).to_pandas("wide")   # match, start, end, one column per variable
 """
 
 from __future__ import annotations
@@ -148,23 +149,53 @@ class Matches:
         """The set of match identities (see :meth:`Match.key`)."""
         return {m.key() for m in self}
 
-    def to_pandas(self) -> Any:
-        """A DataFrame with one row per (match, variable, position):
-        columns ``match``, ``start``, ``end``, ``variable``, ``position``."""
-        import pandas as pd
+    def to_pandas(
+        self,
+        form: str = "long",
+        *,
+        variables: Sequence[str] | None = None,
+        lists: Sequence[str] = (),
+        attributes: bool | Sequence[str] = False,
+    ) -> Any:
+        """The matches as a pandas DataFrame.
 
-        counts = np.diff(self.offsets)
-        match_ids = np.repeat(np.arange(len(self), dtype=np.int64), counts)
-        names = np.array(self.variables or ("",), dtype=object)
-        return pd.DataFrame(
-            {
-                "match": match_ids,
-                "start": self.starts[match_ids],
-                "end": self.ends[match_ids],
-                "variable": names[self.var_ids] if len(self.var_ids) else np.array([], dtype=object),
-                "position": self.positions,
-            }
-        )
+        ``form="long"`` (the default): one row per (match, variable, position), columns
+        ``match``, ``start``, ``end``, ``variable`` (categorical) and ``position``.
+        ``form="wide"``: one row per match, columns ``match``, ``start``, ``end`` and one
+        per variable (``variables=``, default all): its position (nullable ``Int64``:
+        ``<NA>`` where the match does not bind it), or a sorted list of positions when
+        some match binds it to several events or it is named in ``lists=`` (name the
+        variables under ``+`` there for the same columns whatever the data).
+        ``attributes=True`` (or a list of names, ``"event_type"`` among them) joins in
+        the matched events' attributes: columns ``"<variable>.<attribute>"`` in the wide
+        form, ``<attribute>`` in the long form. Column types: docs/architecture.md.
+
+        Example (``query.run(events)``, README's first pattern)::
+
+            matches.to_pandas()                      # match start end variable position
+            matches.to_pandas("wide", attributes=["price"])   # match start end s b s.price b.price
+        """
+        from .match_frames import pandas_table
+
+        return pandas_table(self, form, variables=variables, lists=lists, attributes=attributes)
+
+    def to_arrow(
+        self,
+        form: str = "long",
+        *,
+        variables: Sequence[str] | None = None,
+        lists: Sequence[str] = (),
+        attributes: bool | Sequence[str] = False,
+    ) -> Any:
+        """The matches as a ``pyarrow.Table``: the same forms and columns as
+        :meth:`to_pandas` (variables, event types and strings as dictionary arrays, lists
+        as ``large_list``). ``pl.from_arrow(matches.to_arrow("wide"))`` gives Polars.
+
+        Example: ``matches.to_arrow("wide").column("s")``
+        """
+        from .match_frames import arrow_table
+
+        return arrow_table(self, form, variables=variables, lists=lists, attributes=attributes)
 
     def __repr__(self) -> str:
         shown = ", ".join(repr(m) for m in list(self)[:3])

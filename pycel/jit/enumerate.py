@@ -11,7 +11,7 @@ at the same depth.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
 
@@ -26,6 +26,33 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
     b = np.empty(cap, dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
+
+
+@njit(cache=True)
+def _reserve(out_se, out_off, out_var, out_pos, n_out, n_ent, entries):  # type: ignore[no-untyped-def]
+    """The output arrays with room for one more match of at most ``entries`` entries.
+
+    They double, allocated by numpy (in object mode, a few times per batch): numpy backs
+    large arrays with huge pages, which the kernel maps 512 times faster than the 4 KiB
+    pages of Numba's allocator; with millions of matches, mapping fresh memory is most of
+    the cost of writing them."""
+    se_cap, off_cap, ent_cap = out_se.shape[0], out_off.shape[0], out_var.shape[0]
+    while se_cap < 2 * (n_out + 1):
+        se_cap *= 2
+    while off_cap < n_out + 2:
+        off_cap *= 2
+    while ent_cap < n_ent + entries:
+        ent_cap *= 2
+    with objmode(se="int64[::1]", off="int64[::1]", var="int32[::1]", pos="int64[::1]"):
+        se = np.empty(se_cap, dtype=np.int64)
+        off = np.empty(off_cap, dtype=np.int64)
+        var = np.empty(ent_cap, dtype=np.int32)
+        pos = np.empty(ent_cap, dtype=np.int64)
+    se[: 2 * n_out] = out_se[: 2 * n_out]
+    off[: n_out + 1] = out_off[: n_out + 1]
+    var[:n_ent] = out_var[:n_ent]
+    pos[:n_ent] = out_pos[:n_ent]
+    return se, off, var, pos
 
 
 @njit(cache=True, inline="always")
@@ -118,7 +145,10 @@ def _enumerate(  # type: ignore[no-untyped-def]
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
     emitted = 0
-    path[0] = x
+    # path caches each node of the current path as (position, projected variable mask),
+    # so a match reads its prefix from two cache lines instead of the arena.
+    path[0] = E[E_POS, x & emask]
+    path[1] = label_masks[E[E_LABEL, x & emask]] & proj_mask
     top = 0
     child = E[E_CHILD, x & emask]
     if child < 0:
@@ -155,21 +185,47 @@ def _enumerate(  # type: ignore[no-untyped-def]
                 stack_d[top] = d
                 top += 1
                 continue
-            if d >= path.shape[0]:
-                path = _grow(path, d + 1)
-            path[d] = e
-            ch = E[E_CHILD, e & emask]
+            if 2 * d + 2 > path.shape[0]:
+                path = _grow(path, 2 * d + 2)
+            es = e & emask
+            path[2 * d] = E[E_POS, es]
+            path[2 * d + 1] = label_masks[E[E_LABEL, es]] & proj_mask
+            ch = E[E_CHILD, es]
             if ch >= 0 and live(U, unext, ch):
                 stack_h[top] = ch
                 stack_d[top] = d + 1
                 top += 1
                 continue
             depth_done = d
-        # Emit the match path[0..depth_done].
-        out_se, out_off, out_var, out_pos, n_out, n_ent = emit_match(
-            path, depth_done, end, E, label_masks, proj_mask,
-            out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
-        )
+        # Emit the match path[0..depth_done]: written out here, not by a call returning
+        # the arrays, which would cost reference counting on every match.
+        d = depth_done
+        if (
+            n_ent + (d + 1) * max_labels > out_var.shape[0]
+            or n_out + 2 > out_off.shape[0]
+            or 2 * (n_out + 1) > out_se.shape[0]
+        ):
+            out_se, out_off, out_var, out_pos = _reserve(
+                out_se, out_off, out_var, out_pos, n_out, n_ent, (d + 1) * max_labels
+            )
+        start = end
+        for k in range(d + 1):
+            p = path[2 * k]
+            if p < start:
+                start = p
+            m = path[2 * k + 1]
+            v = 0
+            while m != 0:
+                if m & 1:
+                    out_var[n_ent] = v
+                    out_pos[n_ent] = p
+                    n_ent += 1
+                m >>= 1
+                v += 1
+        out_se[2 * n_out] = start
+        out_se[2 * n_out + 1] = end
+        n_out += 1
+        out_off[n_out] = n_ent
         depth_done = -1
         if seen.shape[1] > 0:
             seen, repeated = _seen_before(seen, out_se, out_off, out_var, out_pos, n_out - 1, first, end)
