@@ -211,6 +211,28 @@ def test_key_state_rejects_or_drops_late_events() -> None:
     assert len(advance(spec, state, events.iloc[5:10], late="drop")) == 0
 
 
+def test_match_rows_split_positions_by_match() -> None:
+    """As many positions of a variable as matches is not one per match: a's positions
+    here are 1 (match 0), none (match 1) and 0, 1 (match 2); each row gets its own."""
+    from pycel.data.matches import Match, Matches
+    from pycel.spark._runner import match_rows
+
+    found = [Match.of(1, 1, {"a": [1]}), Match.of(1, 1, {"b": [1]}), Match.of(0, 1, {"a": [0, 1]})]
+    spec = RunnerSpec(
+        query=pycel.compile(s >> b),
+        type_column="event_type",
+        attributes=(),
+        position_column="pos",
+        key_columns=(),
+        id_column=None,
+        event_columns=(),
+        variables=("a", "b"),
+    )
+    rows = match_rows(spec, Matches.from_list(found, ["a", "b"]), pd.DataFrame({"pos": [0, 1]}))
+    got = [{v: tuple(p) for v, p in cell.items() if len(p)} for cell in rows["positions"]]
+    assert got == [m.variables for m in found]
+
+
 def test_run_group_checks_positions() -> None:
     spec = runner_spec((s >> b).partition_by(Stock.name))
     events = stock_events(10, names=1, seed=2)
@@ -376,6 +398,111 @@ def test_matcher_with_own_groupby(ticks: pd.DataFrame, ticks_df: Any) -> None:
     grouped = events.withColumn("bucket", F.crc32("name") % 2).groupBy("bucket")
     rows = grouped.applyInPandas(m, m.schema).collect()
     assert {row_key(r) for r in rows} == expected(pattern, ticks)
+
+
+def test_matcher_refuses_per_batch_use() -> None:
+    """mapInPandas hands the function an iterator of Arrow batches, and a per-batch call
+    would cut partitions apart and lose matches: both are a TypeError that says so."""
+    from pyspark.sql import types as T
+
+    fields = [("event_type", T.StringType()), ("name", T.StringType()), ("volume", T.LongType())]
+    fields += [("price", T.DoubleType()), ("time", T.LongType()), ("pos", T.LongType())]
+    m = pycel.spark.matcher(
+        BATCH_PATTERNS["partitioned, count window"],
+        T.StructType([T.StructField(n, t) for n, t in fields]),
+        position_column="pos",
+    )
+    frame = stock_events(50, names=2).rename(columns={"id": "pos"})
+    with pytest.raises(TypeError, match="groupBy.*applyInPandas"):
+        m(iter([frame]))  # type: ignore[arg-type]  # what mapInPandas passes
+    with pytest.raises(TypeError, match="lose the matches"):
+        m(frame)  # type: ignore[arg-type]
+    rows = m(("INTC",), frame)
+    got = {
+        (start, end, tuple(sorted((v, tuple(p)) for v, p in cell.items() if len(p))))
+        for start, end, cell in zip(rows["match_start"], rows["match_end"], rows["positions"], strict=True)
+    }
+    assert got == expected(BATCH_PATTERNS["partitioned, count window"], frame.rename(columns={"pos": "id"}))
+
+
+RANGE_PATTERNS = {
+    "count window": (s.where(s.volume > 500) >> pycel.plus(b.where(b.volume > 800))).within(events=25),
+    "time window": (s.where(s.volume > 900) >> b.where(b.volume > 900)).within(3, on=Stock.time),
+    "limit, select, strict": (s >> b).within(events=4).limit(1).select("b").strategy("strict"),
+    "post-filter": (s.where(s.volume > 700) >> b)
+    .where(s.price < b.price, post_filter=True)
+    .within(2, on=Stock.time),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(RANGE_PATTERNS))
+def test_unpartitioned_windows_run_in_ranges(name: str, ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """Cut into 37 ranges (~54 events each; 20 events share each time, so cuts fall
+    between equal times and through matches), the matches equal query.run's."""
+    pattern = RANGE_PATTERNS[name]
+    matches = pycel.spark.detect(ticks_df, pattern, order_by="time", id_column="id", ranges=37)
+    plan = matches._jdf.queryExecution().toString()
+    assert "_pycel_range" in plan
+    rows = matches.collect()
+    want = expected(pattern, ticks)
+    assert len(want) > 0 and len(rows) == len(want)
+    assert {row_key(r) for r in rows} == want
+
+
+@pytest.mark.spark
+def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFrame) -> None:
+    """The Spark expression puts every event in the ranges RangePlan.members lists (the
+    twin tests/test_spark_ranges.py checks on generated patterns)."""
+    from pycel.spark._ranges import HOME, RANGE, RangePlan, time_thresholds, with_range_groups
+
+    events = spark.createDataFrame(ticks[["id", "time"]])
+    positions, times = ticks["id"].to_numpy(), ticks["time"].to_numpy()
+    homes = positions // 70
+    lows = [int(times[homes == r].min()) for r in range(29)]
+    highs = [int(times[homes == r].max()) for r in range(29)]
+    thresholds, reach = time_thresholds(lows, highs, 9)
+    plans = [
+        RangePlan(0, 70, 29, halo_events=150, reach=3),
+        RangePlan(0, 70, 29, thresholds=thresholds, reach=reach),
+    ]
+    for plan in plans:
+        out = with_range_groups(events, plan, "id", F.col("time")).select("id", RANGE, HOME).collect()
+        got = {(r["id"], r[RANGE]) for r in out}
+        rows, ranges = plan.members(positions, times)
+        assert got == set(zip(positions[rows].tolist(), ranges.tolist(), strict=True))
+        assert all(r[HOME] == r["id"] // 70 for r in out)
+        assert len(got) > len(ticks)  # halo copies exist
+
+
+@pytest.mark.spark
+def test_refused_clauses_run_as_one_group(ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """NEXT looks before the window: ranges= is refused with a warning saying why."""
+    pattern = (s.where(s.volume > 500) >> b).within(events=20).strategy("next")
+    with pytest.warns(pycel.spark.SingleGroupWarning, match="NEXT"):
+        matches = pycel.spark.detect(ticks_df, pattern, order_by="time", id_column="id", ranges=8)
+    assert "_pycel_range" not in matches._jdf.queryExecution().toString()
+    assert {row_key(r) for r in matches.collect()} == expected(pattern, ticks)
+    with pytest.raises(DataError, match="ranges="):
+        pycel.spark.detect(ticks_df, pattern, order_by="time", ranges=0)
+
+
+@pytest.mark.spark
+def test_streaming_warns_about_many_shuffle_partitions(spark: SparkSession, tmp_path: Path) -> None:
+    """With Spark's default of 200 shuffle partitions, every micro-batch runs 200 stateful
+    tasks: detect() says so when the streaming query is defined."""
+    events = stock_events(40, names=2)
+    write_parquet_parts(events, str(tmp_path / "in"), 1)
+    stream = spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema).parquet(
+        str(tmp_path / "in")
+    )
+    pattern = BATCH_PATTERNS["partitioned, count window"]
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        with pytest.warns(pycel.spark.ShufflePartitionsWarning, match="spark.sql.shuffle.partitions"):
+            pycel.spark.detect(stream, pattern, position_column="id")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
 
 
 @pytest.mark.spark

@@ -33,6 +33,7 @@ from ._batch import Matcher, SingleGroupWarning, detect_batch, matcher, with_pos
 from ._errors import raise_pycel_errors
 from ._plan import PatternArg, TypesArg
 from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS
+from ._streaming import ShufflePartitionsWarning
 
 __all__ = [
     "EVENTS",
@@ -41,6 +42,7 @@ __all__ = [
     "MATCH_START",
     "POSITIONS",
     "Matcher",
+    "ShufflePartitionsWarning",
     "SingleGroupWarning",
     "detect",
     "matcher",
@@ -64,6 +66,7 @@ def detect(
     state_timeout: float | timedelta | None = None,
     late: Literal["error", "drop"] = "error",
     stateful_api: Literal["auto", "transformWithState", "applyInPandasWithState"] = "auto",
+    ranges: int | None = None,
 ) -> DataFrame:
     """The matches of ``pattern`` in ``df``, one row per match (see the module docstring).
 
@@ -76,7 +79,11 @@ def detect(
     numbered in that order over the whole DataFrame, unless ``position_column`` already
     holds them. Patterns with ``partition_by``, or an equality join every event takes
     part in, run one group per key (``groupBy(keys).applyInPandas``); others run as a
-    single group.
+    single group. A windowed pattern (count or time window) under ALL or STRICT
+    without CONSUME BY, that would run as one group, is cut into position ranges
+    evaluated in parallel, each also reading the window's span before it (see
+    docs/spark.md): ``ranges`` sets how many (default: from the number of events and
+    the cluster's cores; 1: one group).
 
     Streaming DataFrames: ``position_column`` is required (positions increasing in
     arrival order per key); each key's engine state lives in Spark's state store, so a
@@ -121,4 +128,5 @@ def detect(
         id_column=id_column,
         include_events=include_events,
         types=types,
+        ranges=ranges,
     )

@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
+import attrs
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -25,6 +26,7 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
+from ._ranges import HOME, RANGE, plan_ranges, range_refusal, time_key, with_range_groups
 from ._runner import RunnerSpec, run_group
 
 POSITION = "_pycel_position"
@@ -166,8 +168,11 @@ def detect_batch(
     id_column: str | None,
     include_events: bool,
     types: TypesArg,
+    ranges: int | None = None,
 ) -> DataFrame:
     """The batch form of :func:`pycel.spark.detect` (it documents the arguments)."""
+    if ranges is not None and (isinstance(ranges, bool) or not isinstance(ranges, int) or ranges < 1):
+        raise DataError(f"ranges= must be a positive integer or None (automatic), got {ranges!r}")
     query = compile_pattern(pattern, types)
     time, order = stream_order(query, time, order_by, id_column)
     if position_column is None and not order:
@@ -204,8 +209,44 @@ def detect_batch(
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
     events = events.select(*wanted)
     events, keys, single = with_groups(events, query, event_type_column)
+    if single and ranges != 1:
+        cut = cut_into_ranges(events, query, spec.position_column, ranges)
+        if cut is not None:
+            events, keys = cut, [RANGE]
+            spec = attrs.evolve(spec, range_column=RANGE, home_column=HOME)
+            single = False
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
+
+
+def cut_into_ranges(
+    events: DataFrame, query: CompiledQuery, position_column: str, ranges: int | None
+) -> DataFrame | None:
+    """``events`` copied into position ranges with their halos (pycel.spark._ranges),
+    or None when the pattern must run as one group (no window, or clauses that look
+    before the window: then ``ranges`` > 1 warns) or one range suffices."""
+    refusal = range_refusal(query)
+    if refusal is not None:
+        if ranges is not None and ranges > 1:
+            warnings.warn(
+                f"pycel: ranges={ranges} ignored, the pattern runs as one group: {refusal}",
+                SingleGroupWarning,
+                stacklevel=4,
+            )
+        return None
+    plan = plan_ranges(events, query, position_column, ranges, cluster_cores(events))
+    if plan is None:
+        return None
+    key = time_key(query, events.schema)
+    return with_range_groups(events, plan, position_column, key[0] if key is not None else None)
+
+
+def cluster_cores(df: DataFrame) -> int:
+    """The cluster's default parallelism (its cores), or 2 where Spark does not say."""
+    try:
+        return int(df.sparkSession.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return 2
 
 
 def check_distinct_positions(df: DataFrame, position_column: str, id_column: str | None) -> None:
@@ -266,14 +307,14 @@ def group_function(spec: RunnerSpec, warn_above: int | None = None) -> Callable[
 
 
 class Matcher(Protocol):
-    """What :func:`matcher` returns: a function of a group's pandas frame, for
+    """What :func:`matcher` returns: a function of a group's key and pandas frame, for
     ``groupBy(...).applyInPandas(m, m.schema)``, with the output :attr:`schema` and the
     executor-side :attr:`spec` attached."""
 
     schema: T.StructType
     spec: RunnerSpec
 
-    def __call__(self, frame: pd.DataFrame) -> pd.DataFrame: ...
+    def __call__(self, key: tuple[object, ...], frame: pd.DataFrame | None = None) -> pd.DataFrame: ...
 
 
 def matcher(
@@ -288,7 +329,10 @@ def matcher(
     types: TypesArg = (),
 ) -> Matcher:
     """A function for ``df.groupBy(...).applyInPandas(m, m.schema)`` that finds the
-    pattern's matches in each group.
+    pattern's matches in each group. It takes the group key and the group's frame
+    (``m(key, frame)``, as ``applyInPandas`` calls it); anything else, such as
+    ``mapInPandas`` handing it Arrow batches, is a :class:`TypeError`: a batch holds
+    pieces of partitions, and matches across two batches would be lost.
 
     ``schema``: the input DataFrame's schema. ``position_column``: the events' global
     stream positions (see :func:`with_positions`). ``key_columns``: input columns copied
@@ -315,8 +359,37 @@ def matcher(
         id_column=id_column,
         include_events=include_events,
     )
-    fn = group_function(spec)
+    fn = whole_group_function(spec)
     fn.schema = output_schema(spec, schema)  # type: ignore[attr-defined]
     fn.spec = spec  # type: ignore[attr-defined]
     fn.__doc__ = f"Matches of {query.text} in one group of events (pycel.spark.matcher)."
     return cast(Matcher, fn)
+
+
+def whole_group_function(spec: RunnerSpec) -> Callable[..., pd.DataFrame]:
+    """The two-argument function :func:`matcher` returns.
+
+    It takes the group key as well as the frame so that only a grouped
+    ``applyInPandas`` can call it: a pattern needs all the events of a partition at
+    once, and ``mapInPandas`` (or any per-batch call) would hand it Arrow batches that
+    cut partitions apart and silently lose the matches spanning two batches. Called with
+    an iterator of batches (``mapInPandas(m, ...)``) or without a key tuple, it raises
+    a :class:`TypeError` that says so.
+    """
+
+    # Two parameters: Spark then passes the key. The default lets mapInPandas's one
+    # argument (an iterator of batches) reach the explanation below.
+    def apply_to_group(key: tuple[object, ...], frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        if not isinstance(key, tuple) or not isinstance(frame, pd.DataFrame):
+            raise TypeError(_WHOLE_GROUPS)
+        return run_group(spec, frame)
+
+    return apply_to_group
+
+
+_WHOLE_GROUPS = (
+    "pycel.spark.matcher() finds matches in whole groups: use it as "
+    "df.groupBy(keys).applyInPandas(m, m.schema), which calls m(key, frame) with all of a "
+    "group's events; per-batch use (mapInPandas, or calling it on chunks) would cut "
+    "partitions apart and lose the matches that span two batches"
+)

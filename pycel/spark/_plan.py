@@ -67,6 +67,13 @@ def compile_pattern(pattern: PatternArg, types: TypesArg = ()) -> CompiledQuery:
     return compile(pattern, types=classes)
 
 
+def query_strategy(query: CompiledQuery) -> str:
+    """The query's selection strategy (``"all"``, ``"next"``, ...), whether the compiled
+    query names it ``strategy`` or, as before, ``spec_strategy``."""
+    found = getattr(query, "strategy", None)
+    return found if isinstance(found, str) else str(getattr(query, "spec_strategy", "all"))
+
+
 def column_readers(query: CompiledQuery) -> dict[str, list[str]]:
     """For each attribute the query reads, the parts of the query that read it (for the
     missing-column message): the filters of each variable, ``partition_by``, equality

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from pycel.data.matches import Matches
+from pycel.data.matches import Matches, take
 from pycel.engine import CompiledQuery, Stream
 from pycel.errors import DataError
 
@@ -50,6 +50,11 @@ class RunnerSpec:
     event_columns: tuple[str, ...]
     variables: tuple[str, ...]
     chunk_rows: int = 100_000
+    #: Range-parallel groups (pycel.spark._ranges): the column holding the group's range
+    #: and the one holding each event's own range; only matches ending at the group's
+    #: own events are kept (the others end in the halo, owned by an earlier range).
+    range_column: str | None = None
+    home_column: str | None = None
 
     @property
     def kept_columns(self) -> list[str]:
@@ -228,8 +233,8 @@ def _positions_by_variable(
 
 def _split(values: list[Any], bounds: npt.NDArray[np.int64]) -> list[list[Any]]:
     """``values`` cut into one list per match at ``bounds``."""
-    if len(values) == len(bounds) - 1:  # one value per match: the common case
-        return [[v] for v in values]
+    if len(values) == len(bounds) - 1 and bool(np.all(np.diff(bounds) == 1)):  # the common case
+        return [[v] for v in values]  # one value per match (not just as many values as matches)
     b = bounds.tolist()
     return [values[lo:hi] for lo, hi in zip(b[:-1], b[1:], strict=True)]
 
@@ -256,7 +261,18 @@ def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
     """All matches of one group's events (a whole batch group: a fresh stream)."""
     events = sorted_events(spec, frame)
     matches = evaluate(spec, spec.query.stream(), events)
+    if spec.range_column is not None and spec.home_column is not None:
+        matches = ending_at_home(spec, matches, events)
     return match_rows(spec, matches, events)
+
+
+def ending_at_home(spec: RunnerSpec, matches: Matches, events: pd.DataFrame) -> Matches:
+    """The matches that end at one of the group's own events, not at a halo copy (a
+    halo event's matches belong to the range the event is at home in)."""
+    assert spec.range_column is not None and spec.home_column is not None
+    home = events[spec.home_column].to_numpy() == events[spec.range_column].to_numpy()
+    own = events[spec.position_column].to_numpy(dtype=np.int64)[home]
+    return take(matches, np.isin(matches.ends, own))
 
 
 # -- streaming state ------------------------------------------------------------------------

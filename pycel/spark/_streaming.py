@@ -17,6 +17,7 @@ an event-time timer).
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -39,11 +40,48 @@ from ._plan import (
     check_integral,
     compile_pattern,
     output_schema,
+    query_strategy,
     runner_spec,
 )
 from ._runner import KeyState, RunnerSpec, advance
 
 EVENT_TIME = "_pycel_event_time"
+#: Shuffle partitions beyond this many per core make the stateful step warn.
+_PARTITIONS_PER_CORE = 4
+
+
+class ShufflePartitionsWarning(UserWarning):
+    """A streaming query would keep its state in many more shuffle partitions than there
+    are cores: every micro-batch then runs that many small stateful tasks."""
+
+
+def check_shuffle_partitions(df: DataFrame) -> None:
+    """Warn when ``spark.sql.shuffle.partitions`` is far above the cluster's cores.
+
+    The stateful step (one state store per shuffle partition) runs one task per
+    partition in every micro-batch, however few events it holds, and the number is fixed
+    by the query's first start (it is stored in the checkpoint). With Spark's default of
+    200, a 10k-event micro-batch took 46-95 s on two cores; with 4, 1.5-3.5 s. pycel
+    cannot choose it for one query (it is a session setting read when the query starts),
+    so it says so when the query is defined."""
+    session = df.sparkSession
+    partitions = int(session.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+    try:
+        cores = int(session.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: assume a small cluster
+        cores = 2
+    if partitions > _PARTITIONS_PER_CORE * max(cores, 2):
+        warnings.warn(
+            f"pycel: spark.sql.shuffle.partitions is {partitions} for a cluster of about {cores} "
+            f"cores; a streaming query keeps its state in that many partitions and runs that many "
+            f"tasks per micro-batch, fixed at its first start. Set it to about the number of cores "
+            f"(e.g. spark.conf.set('spark.sql.shuffle.partitions', {max(cores, 2)})) before the "
+            "query first starts (a query restarted from a checkpoint keeps its number)",
+            ShufflePartitionsWarning,
+            stacklevel=4,
+        )
+
+
 _STATE_SCHEMA = T.StructType(
     [T.StructField("blob", T.BinaryType(), False), T.StructField("last_time_ms", T.LongType(), False)]
 )
@@ -64,7 +102,7 @@ def expiry_ms(query: CompiledQuery, state_timeout: float | timedelta | None) -> 
     unless ``state_timeout`` says otherwise."""
     if state_timeout is not None:
         return int(_seconds(state_timeout, "state_timeout") * 1000)
-    if query.strategy in ("last", "next", "max"):
+    if query_strategy(query) in ("last", "next", "max"):
         return None
     if query.window_unit in ("seconds", "units"):
         return int(np.ceil(query.window_size * 1000))  # units of an integer time count as seconds
@@ -168,6 +206,7 @@ def detect_stream(
     else:
         expiry = None
     events, keys, _ = with_groups(events, query, event_type_column)
+    check_shuffle_partitions(df)
     grouped = events.groupBy(*keys)
     api = _choose_api(df, stateful_api)
     if api == "transformWithState":

@@ -1,0 +1,277 @@
+"""Range-parallel evaluation of windowed patterns: the stream cut into position ranges.
+
+A match ends at one event and, with a window, reaches back at most the window's span:
+``within(events=n)`` covers the positions ``end - n .. end``, a time window the events
+whose time is at least ``time(end) - d``. So the task for the positions ``[lo, hi)`` can
+push the events of ``[lo, hi)`` plus those of the window's span before ``lo`` (the
+*halo*) into a fresh engine stream and keep the matches that end in ``[lo, hi)``: these
+are exactly the whole stream's matches ending there, whenever the output at a position
+depends only on the events of the window before it. That holds for the strategies ALL
+and STRICT, with LIMIT (at most n matches per end position), SELECT, post-filters and
+any pattern shape; it does not hold for NEXT, LAST and MAX as the engine runs them, nor
+for CONSUME BY (a match discards runs that started before the window), so those run as
+one group (:func:`range_refusal` says why).
+
+Every event goes to its own range (its *home*) and, as a halo copy, to the later ranges
+whose span reaches back to it. Under ``partition_by`` the same cut applies per key
+(positions and count windows are global): a hot key's events are spread over the ranges.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pycel.engine import CompiledQuery
+
+from ._plan import query_strategy
+
+#: The group column: the range a copy of an event is evaluated in.
+RANGE = "_pycel_range"
+#: The event's own range; a group keeps only matches that end at its own events.
+HOME = "_pycel_home"
+#: With automatic ranges, each range holds at least this many events.
+MIN_RANGE_EVENTS = 100_000
+#: With automatic ranges, at most this many ranges per core.
+RANGES_PER_CORE = 4
+#: A count window's range holds at least this many times the window's span.
+_SPANS_PER_RANGE = 4
+
+
+def range_refusal(query: CompiledQuery) -> str | None:
+    """Why the stream of ``query`` cannot be cut into ranges with a halo (None: it can).
+
+    Example::
+
+        range_refusal(pycel.compile(seq(a, b).within(events=10)))  # None
+        range_refusal(pycel.compile(seq(a, b)))  # 'the pattern has no window'
+    """
+    if query.window_unit not in ("events", "seconds", "units") or not math.isfinite(query.window_size):
+        return "the pattern has no window"
+    strategy = query_strategy(query)
+    if strategy not in ("all", "any", "strict"):
+        return f"the {strategy.upper()} strategy compares a match with runs the window has left"
+    if query.consume != 0:
+        return "CONSUME BY discards runs when a match is found, also runs older than the window"
+    return None
+
+
+@attrs.frozen
+class RangePlan:
+    """How a stream is cut: range ``r`` holds the positions ``[first + r * length,
+    first + (r + 1) * length)``; ``count`` ranges in all.
+
+    ``halo_events``: for a count window, how many positions before its start a range
+    reads. ``thresholds``: for a time window, per range, the smallest time key an
+    earlier event needs to be in its halo (None: the range holds no event); ``reach``:
+    how many ranges back a halo can reach (no halo copy goes further).
+    """
+
+    first: int
+    length: int
+    count: int
+    halo_events: int | None = None
+    thresholds: tuple[int | float | None, ...] | None = None
+    reach: int = 1
+
+    def homes(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Each position's own range."""
+        return (positions - self.first) // self.length
+
+    def members(
+        self, positions: npt.NDArray[np.int64], times: npt.NDArray[Any] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(row, range) pairs: every event in its own range and in the halos it belongs
+        to. The numpy twin of :meth:`spark_ranges`, for tests and small inputs."""
+        homes = self.homes(positions)
+        rows, ranges = [np.arange(len(positions))], [homes]
+        for step in range(1, self.reach + 1):
+            later = homes + step
+            keep = later < self.count
+            if self.halo_events is not None:
+                keep &= self.first + later * self.length - self.halo_events <= positions
+            else:
+                assert self.thresholds is not None and times is not None
+                known = np.array([t is not None for t in self.thresholds] + [False])
+                limits = np.array([0 if t is None else t for t in self.thresholds] + [0])
+                at = np.minimum(later, self.count)
+                keep &= known[at] & (times >= limits[at])  # a null (NaN) time is in no halo
+            rows.append(np.flatnonzero(keep))
+            ranges.append(later[keep])
+        return np.concatenate(rows), np.concatenate(ranges)
+
+    def spark_ranges(self, position: str, time: Column | None) -> Column:
+        """An ``array<bigint>`` column: the ranges an event (at the ``position`` column,
+        with time key ``time``) is evaluated in, its own first."""
+        home = home_range(position, self.first, self.length)
+        later = F.sequence(home + F.lit(1), home + F.lit(self.reach))
+        halo_events, thresholds = self.halo_events, self.thresholds
+        last = self.count - 1
+
+        def reaches(j: Column) -> Column:
+            """Whether range ``j`` (after the event's own) has the event in its halo."""
+            if halo_events is not None:
+                start = F.lit(self.first) + j * F.lit(self.length)
+                return (j <= F.lit(last)) & (start - F.lit(halo_events) <= F.col(position))
+            assert thresholds is not None and time is not None
+            limits = F.array(*(F.lit(t) for t in thresholds))
+            # Clamped: ANSI mode makes an index past the end an error, even where j > last.
+            at = (F.least(j, F.lit(last)) + F.lit(1)).cast("int")
+            return (j <= F.lit(last)) & (F.element_at(limits, at) <= time)
+
+        return F.concat(F.array(home), F.filter(later, reaches))
+
+
+def home_range(position_column: str, first: int, length: int) -> Column:
+    """Each event's own range: ``(position - first) div length``, in exact integer
+    arithmetic (Spark's ``/`` is a double division)."""
+    name = position_column.replace("`", "``")
+    return F.expr(f"(cast(`{name}` as bigint) - ({first})) div {length}")
+
+
+def time_key(query: CompiledQuery, schema: T.StructType) -> tuple[Column, int | float] | None:
+    """The time window's attribute as a number a halo can be measured on, and the
+    window's span in that number's unit (rounded up: a wider halo costs a little work,
+    a narrower one would lose matches); None for count windows.
+
+    Timestamps become epoch microseconds (Spark's resolution); an integral column of a
+    ``Timestamp`` attribute holds nanoseconds; other columns are taken as they are."""
+    if query.window_unit == "events" or query.time_attribute is None:
+        return None
+    column = query.time_attribute
+    dtype = schema[column].dataType
+    if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
+        return F.unix_micros(F.col(column).cast("timestamp")), window_span(query, "micros")
+    if isinstance(dtype, T.IntegralType):
+        return F.col(column).cast("long"), window_span(query, "integer")
+    return F.col(column).cast("double"), window_span(query, "float")
+
+
+def window_span(query: CompiledQuery, kind: str) -> int | float:
+    """The time window's span, rounded up, for time keys of ``kind``: ``"micros"``
+    (a timestamp column), ``"integer"`` (an integral column: nanoseconds for a
+    ``Timestamp`` attribute, else the attribute's own unit) or ``"float"``."""
+    size = query.window_size
+    if kind == "micros":
+        return math.ceil(size * 1_000_000) + 1
+    if kind == "integer":
+        timestamp = (
+            query.window_unit == "seconds" and query.schema.fields.get(query.time_attribute or "") == "time"
+        )
+        return math.ceil(size * 1_000_000_000 if timestamp else size) + 1
+    return size * (1 + 1e-9) + 1e-9
+
+
+def auto_range_count(events: int, span: int, window_events: int | None, cores: int) -> int:
+    """How many ranges to cut ``events`` events (over ``span`` positions) into: enough
+    for every core several times over, each range holding at least
+    :data:`MIN_RANGE_EVENTS` events and, for a count window, several window spans."""
+    count = min(RANGES_PER_CORE * max(cores, 1), events // MIN_RANGE_EVENTS)
+    if window_events is not None:
+        count = min(count, span // max(_SPANS_PER_RANGE * window_events, 1))
+    return max(count, 1)
+
+
+def plan_ranges(
+    events: DataFrame,
+    query: CompiledQuery,
+    position_column: str,
+    ranges: int | None,
+    cores: int,
+) -> RangePlan | None:
+    """Cut ``events`` into ranges (one aggregation job; a time window takes a second
+    one for each range's times); None when one range would do.
+
+    ``ranges``: how many (None: :func:`auto_range_count`)."""
+    row = events.agg(
+        F.min(position_column).alias("lo"), F.max(position_column).alias("hi"), F.count(F.lit(1)).alias("n")
+    ).collect()[0]
+    if row["n"] == 0:
+        return None
+    first, last, total = int(row["lo"]), int(row["hi"]), int(row["n"])
+    span = last - first + 1
+    window_events = int(query.window_size) if query.window_unit == "events" else None
+    count = auto_range_count(total, span, window_events, cores) if ranges is None else ranges
+    count = max(1, min(count, span))
+    if count == 1:
+        return None
+    length = -(-span // count)
+    count = -(-span // length)
+    if window_events is not None:
+        reach = min(count - 1, -(-window_events // length))
+        return RangePlan(first, length, count, halo_events=window_events, reach=max(reach, 1))
+    key = time_key(query, events.schema)
+    assert key is not None
+    return _time_plan(events, position_column, key, RangePlan(first, length, count))
+
+
+def _time_plan(
+    events: DataFrame, position_column: str, key: tuple[Column, int | float], cut: RangePlan
+) -> RangePlan | None:
+    """``cut`` with each range's halo threshold: the smallest time key among its
+    events minus the window's span, and how far back the halos reach."""
+    time, span = key
+    home = home_range(position_column, cut.first, cut.length)
+    rows = (
+        events.select(home.alias("r"), time.alias("t"))
+        .groupBy("r")
+        .agg(F.min("t").alias("lo"), F.max("t").alias("hi"))
+        .collect()
+    )
+    lows: list[int | float | None] = [None] * cut.count
+    highs: list[int | float | None] = [None] * cut.count
+    for r in rows:
+        lows[r["r"]], highs[r["r"]] = r["lo"], r["hi"]
+    thresholds, reach = time_thresholds(lows, highs, span)
+    return attrs.evolve(cut, thresholds=thresholds, reach=reach)
+
+
+def time_thresholds(
+    lows: Sequence[int | float | None], highs: Sequence[int | float | None], span: int | float
+) -> tuple[tuple[int | float | None, ...], int]:
+    """Per range, the time key an earlier event needs to be in its halo (the range's
+    smallest time minus the window's span; None for a range without times), and how
+    many ranges back any halo reaches, from each range's smallest and largest time key.
+
+    Example::
+
+        time_thresholds([0, 10, None], [9, 19, None], 5)  # ((-5, 5, None), 1)
+    """
+    thresholds = tuple(None if lo is None else lo - span for lo in lows)
+    # A halo of range j reaches back to range i when i holds a time at or above j's threshold.
+    reach = 1
+    for j, limit in enumerate(thresholds):
+        if limit is None:
+            continue
+        earliest = next((i for i in range(j) if _at_least(highs[i], limit)), j)
+        reach = max(reach, j - earliest)
+    return thresholds, reach
+
+
+def _at_least(value: int | float | None, limit: int | float) -> bool:
+    return value is not None and value >= limit
+
+
+def with_range_groups(
+    events: DataFrame, plan: RangePlan, position_column: str, time: Column | None, hot: Column | None = None
+) -> DataFrame:
+    """``events`` with each event once per range it is evaluated in: the columns
+    :data:`HOME` (its own range) and :data:`RANGE` (the group's range).
+
+    ``hot``: a boolean column; events where it is false are not cut (one range, -1)."""
+    ranges = plan.spark_ranges(position_column, time)
+    if hot is not None:
+        ranges = F.when(hot, ranges).otherwise(F.array(F.lit(-1).cast("long")))
+    out = events.withColumn(RANGE, F.explode(ranges))
+    home = home_range(position_column, plan.first, plan.length)
+    if hot is not None:
+        home = F.when(hot, home).otherwise(F.lit(-1).cast("long"))
+    return out.withColumn(HOME, home)

@@ -1,0 +1,181 @@
+"""Range-parallel evaluation (pycel.spark._ranges) without Spark: generated windowed
+patterns, the stream cut into ranges at every kind of point, each range run as Spark
+would run its group (its events plus the halo, keeping the matches that end at its own
+events). The union must equal the single-group run, ``query.run`` and
+``pycel.reference.evaluate``. tests/test_spark.py checks that the Spark expressions put
+each event in the same ranges as :meth:`RangePlan.members` does here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from strategies import Base, Features, cases, event_types
+
+import pycel
+from pycel import UnsupportedError
+from pycel.dsl import Pattern
+
+pytest.importorskip("pyspark")
+
+from pycel.spark._plan import output_variables  # noqa: E402
+from pycel.spark._ranges import (  # noqa: E402
+    HOME,
+    RANGE,
+    RangePlan,
+    range_refusal,
+    time_thresholds,
+    window_span,
+)
+from pycel.spark._runner import RunnerSpec, run_group  # noqa: E402
+
+TYPES = event_types(3)
+#: What range-parallel evaluation accepts: ALL/STRICT, LIMIT, SELECT, any pattern shape.
+RANGED = Features(
+    contiguous=True,
+    conjunction=True,
+    correlation=True,
+    strategies=True,
+    strategy_names=("all", "strict"),
+    limit=True,
+    select=True,
+)
+MatchKey = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def compiled(pattern: Pattern) -> pycel.CompiledQuery:
+    """The compiled pattern; generated shapes the engine does not run yet are skipped."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return pycel.compile(pattern)
+    except UnsupportedError:
+        assume(False)
+        raise
+
+
+def frame_of(stream: list[Any], positions: np.ndarray) -> pd.DataFrame:
+    """The events as the columns a Spark group holds: type, attributes, position."""
+    return pd.DataFrame(
+        {
+            "event_type": [type(e).__name__ for e in stream],
+            "x": pd.array([e.x for e in stream], dtype="Int64"),
+            "s": [e.s for e in stream],
+            "time": np.array([e.time for e in stream], dtype=np.int64),
+            "pos": positions,
+        }
+    )
+
+
+def spec_for(query: pycel.CompiledQuery, ranged: bool) -> RunnerSpec:
+    return RunnerSpec(
+        query=query,
+        type_column="event_type",
+        attributes=("x", "s", "time"),
+        position_column="pos",
+        key_columns=tuple(query.partition),
+        id_column=None,
+        event_columns=(),
+        variables=output_variables(query),
+        chunk_rows=7,  # several pushes per group
+        range_column=RANGE if ranged else None,
+        home_column=HOME if ranged else None,
+    )
+
+
+def keys_of(rows: pd.DataFrame) -> set[MatchKey]:
+    return {
+        (int(start), int(end), tuple(sorted((v, tuple(p)) for v, p in cell.items() if len(p))))
+        for start, end, cell in zip(rows["match_start"], rows["match_end"], rows["positions"], strict=True)
+    }
+
+
+def run_groups(spec: RunnerSpec, frame: pd.DataFrame, by: list[str]) -> set[MatchKey]:
+    """Every group's matches, as ``groupBy(by).applyInPandas`` would find them."""
+    got: set[MatchKey] = set()
+    if not by:
+        return keys_of(run_group(spec, frame))
+    for _, group in frame.groupby(by, dropna=True):
+        got |= keys_of(run_group(spec, group.reset_index(drop=True)))
+    return got
+
+
+def plan_for(query: pycel.CompiledQuery, frame: pd.DataFrame, length: int) -> RangePlan:
+    """The cut :func:`pycel.spark._ranges.plan_ranges` makes, with ranges of ``length``."""
+    positions = frame["pos"].to_numpy()
+    first, span = int(positions.min()), int(positions.max() - positions.min() + 1)
+    count = -(-span // length)
+    if query.window_unit == "events":
+        reach = max(1, min(count - 1, -(-int(query.window_size) // length)))
+        return RangePlan(first, length, count, halo_events=int(query.window_size), reach=reach)
+    homes = (positions - first) // length
+    times = frame["time"]
+    lows = [int(times[homes == r].min()) if (homes == r).any() else None for r in range(count)]
+    highs = [int(times[homes == r].max()) if (homes == r).any() else None for r in range(count)]
+    thresholds, reach = time_thresholds(lows, highs, window_span(query, "integer"))
+    return RangePlan(first, length, count, thresholds=thresholds, reach=reach)
+
+
+def in_ranges(query: pycel.CompiledQuery, frame: pd.DataFrame, plan: RangePlan) -> set[MatchKey]:
+    """The matches of the range-parallel run: each event copied into its ranges."""
+    rows, ranges = plan.members(frame["pos"].to_numpy(), frame["time"].to_numpy())
+    copies = frame.iloc[rows].reset_index(drop=True)
+    copies[RANGE] = ranges
+    copies[HOME] = plan.homes(copies["pos"].to_numpy())
+    return run_groups(spec_for(query, True), copies, [*query.partition, RANGE])
+
+
+@settings(max_examples=250)
+@given(cases(TYPES, RANGED, max_len=40, max_len_with_plus=12), st.data())
+def test_ranges_equal_one_group_the_engine_and_the_reference(
+    case: tuple[Pattern, list[Base]], data: st.DataObject
+) -> None:
+    """Ranges of every length (1 event: a cut between every two events, through
+    matches and between equal times), over dense or sparse positions."""
+    pattern, stream = case
+    query = compiled(pattern)
+    assume(query.window_unit is not None and len(stream) > 0)
+    assert range_refusal(query) is None
+    step, offset = data.draw(st.sampled_from([(1, 0), (1, 5), (3, 0)]), label="positions")
+    frame = frame_of(stream, np.arange(len(stream), dtype=np.int64) * step + offset)
+    length = data.draw(st.integers(1, max(1, len(stream) * step)), label="range length")
+    got = in_ranges(query, frame, plan_for(query, frame, length))
+    assert got == run_groups(spec_for(query, False), frame, list(query.partition))
+    if (step, offset) == (1, 0):
+        assert got == query.run(stream).keys()
+        if query.limit < 0:
+            assert got == pycel.reference.evaluate(pattern, stream).keys()
+
+
+@settings(max_examples=40)
+@given(cases(TYPES, Features(strategies=True, consume=True), max_len=30, max_len_with_plus=10))
+def test_refused_clauses_are_those_that_look_before_the_window(case: tuple[Pattern, list[Base]]) -> None:
+    """NEXT, LAST, MAX and CONSUME BY (and patterns without a window) stay in one group."""
+    pattern, _ = case
+    query = compiled(pattern)
+    strategy = getattr(query, "strategy", None) or query.spec_strategy
+    refused = query.window_unit is None or strategy in ("next", "last", "max") or query.consume != 0
+    assert (range_refusal(query) is not None) == refused
+
+
+def test_empty_ranges_and_a_halo_reaching_several_ranges() -> None:
+    """Sparse positions leave ranges empty; a count window longer than a range makes
+    halos reach several ranges back."""
+    t0, t1, _ = TYPES
+    a, b = pycel.alias(t0, "a"), pycel.alias(t1, "b")
+    pattern = (a >> pycel.plus(b)).within(events=9)
+    stream = [t0(x=1, time=0), t1(x=1, time=1), t0(x=2, time=1), t1(x=2, time=2), t1(x=0, time=9)]
+    query = pycel.compile(pattern)
+    frame = frame_of(stream, np.array([0, 1, 2, 7, 9], dtype=np.int64))
+    plan = plan_for(query, frame, 2)
+    assert plan.count == 5 and plan.reach == 4  # every later range
+    _, ranges = plan.members(frame["pos"].to_numpy(), frame["time"].to_numpy())
+    assert 2 not in set(ranges[:5].tolist())  # no event is at home in [4, 6)
+    assert in_ranges(query, frame, plan) == run_groups(spec_for(query, False), frame, [])
+    assert len(in_ranges(query, frame, plan)) > 0
