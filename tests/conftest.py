@@ -39,3 +39,4 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 def pytest_configure(config: object) -> None:
     """Register the markers the suite uses (``-m "not spark"`` skips the Spark tests)."""
     config.addinivalue_line("markers", "spark: needs a local Spark session (pyspark and Java 17+); slow")  # type: ignore[attr-defined]
+    config.addinivalue_line("markers", "slow: takes a minute or more (CI runs it)")  # type: ignore[attr-defined]
