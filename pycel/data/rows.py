@@ -48,7 +48,7 @@ def _type_ids(
     """(type id per row, attribute mapping per row, whether some row is a mapping, whether
     every mapping is a ``dict``): an Event's ``__dict__``, a mapping as it is (its
     ``type_column`` key is not an attribute)."""
-    distinct = set(map(type, items))
+    distinct = list(dict.fromkeys(map(type, items)))  # in order of first appearance
     classes = list(map(type, items)) if len(distinct) > 1 else []  # (only needed for several)
     kinds: dict[type, int] = {}  # class -> type id, or -1 for a mapping class
     for cls in distinct:
@@ -69,7 +69,7 @@ def _type_ids(
     if classes:
         ids = np.fromiter(map(kinds.__getitem__, classes), dtype=np.int32, count=n)
     else:
-        ids = np.full(n, kinds[distinct.pop()] if n else 0, dtype=np.int32)
+        ids = np.full(n, kinds[distinct[0]] if n else 0, dtype=np.int32)
     if all(k >= 0 for k in kinds.values()):
         return ids, list(map(vars, items)), False, True
     maps = np.flatnonzero(ids < 0)
