@@ -260,7 +260,7 @@ def _type_name(cls: type) -> str:
 
 
 # -- query clauses: consumption first (consumed partial matches are gone, docs/semantics.md),
-# then, in CORE's order, strategy, window, projection, limit -------------------------------
+# then the window, then the strategy among the outputs that fit it, projection, limit ------
 def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> list[Valuation]:
     """Keep the outputs (all with the same end) that the selection strategy selects."""
     sets = [_positions(v) for v in outputs]
@@ -361,8 +361,9 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
         if spec.consume != "none":
             # Consumed runs no longer exist: they take no part in the strategy's choice.
             candidates = [v for v in candidates if min(_positions(v)) > barrier.get(scope, -1)]
+        # The window first: a strategy chooses among the outputs that fit it.
+        candidates = [v for v in candidates if _in_window(spec, v, times, scale)]
         chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
-        chosen = [v for v in chosen if _in_window(spec, v, times, scale)]
         for v in chosen:
             _check_post_filters(post_parts, v, streams[key], end)
         if spec.consume != "none" and chosen:

@@ -130,13 +130,16 @@ def test_figure1_phi3(strategy: Any, expected: set[tuple[int, ...]]) -> None:
     assert len(got) == len(expected)
 
 
-def test_last_chooses_before_the_window() -> None:
-    """At 3, LAST prefers {0, 3} to {3}; at 4, {0, 3, 4} to everything else. The window
-    then drops them, so nothing is output (strategy before window, CORE's order)."""
+def test_last_chooses_among_the_runs_that_fit_the_window() -> None:
+    """Without a window LAST prefers {0, 3} at 3 and {0, 3, 4} at 4; a window of 2 events
+    leaves {3} and {3, 4}, {4}, and LAST chooses {3} and {3, 4} (the CORE paper's order,
+    strategy first, output nothing)."""
     pattern = seq(a, plus(b)) | plus(b)
     events = [A(x=0), D(x=0), D(x=0), B(x=0), B(x=0)]
     assert agree(pattern.within(events=2), events) == 3  # {3}, {3, 4}, {4}
-    assert agree(pattern.within(events=2).strategy("last"), events) == 0
+    assert agree(pattern.within(events=2).strategy("last"), events) == 2
+    got = pycel.compile(pattern.within(events=2).strategy("last")).run(events)
+    assert [m.positions() for m in got] == [(3,), (3, 4)]
     assert agree(pattern.within(events=4).strategy("last"), events) == 2
 
 
@@ -159,13 +162,38 @@ def test_partition_contiguity_is_per_partition() -> None:
     assert agree(pattern.partition_by(Ev.x), events) == 2
 
 
-def test_next_chooses_before_the_window() -> None:
-    """NEXT prefers the earliest start: at 4, {0, 4} over {3, 4}; a window of 1 event then
-    drops it (strategy before window), a window of 4 keeps it."""
+def test_next_returns_the_earliest_run_that_fits_the_window() -> None:
+    """NEXT prefers the earliest start: at 4, {0, 4} over {3, 4}; a window of 1 event
+    leaves {3, 4} only, and NEXT returns it; a window of 4 keeps {0, 4}."""
     pattern = seq(a, b)
     events = [A(x=0), D(x=0), D(x=0), A(x=0), B(x=0)]
-    assert agree(pattern.within(events=1).strategy("next"), events) == 0
+    assert agree(pattern.within(events=1).strategy("next"), events) == 1
+    assert [m.positions() for m in pycel.compile(pattern.within(events=1).strategy("next")).run(events)] == [
+        (3, 4)
+    ]
+    assert [m.positions() for m in pycel.compile(pattern.within(events=4).strategy("next")).run(events)] == [
+        (0, 4)
+    ]
     assert agree(pattern.within(events=4).strategy("next"), events) == 1
+
+
+def test_max_returns_the_maximal_runs_that_fit_the_window() -> None:
+    """Under MAX, seq(plus(a), b) keeps the run with every a before the b; a window of 1
+    event drops it, and MAX returns the maximal run among those that fit, {1, 2}."""
+    pattern = seq(plus(a), b).strategy("max")
+    events = [A(x=0), A(x=0), B(x=0)]
+    assert [m.positions() for m in pycel.compile(pattern).run(events)] == [(0, 1, 2)]
+    assert [m.positions() for m in pycel.compile(pattern.within(events=1)).run(events)] == [(1, 2)]
+    assert agree(pattern.within(events=1), events) == 1
+
+
+@pytest.mark.parametrize("strategy", ["last", "next", "max"])
+def test_family_follows_the_window(strategy: Any) -> None:
+    """LAST/NEXT/MAX with a window run in the windowed family, without one in theirs."""
+    without = pycel.compile(seq(a, b).strategy(strategy))
+    assert without.family == ("maximal" if strategy == "max" else "ranked")
+    assert pycel.compile(seq(a, b).strategy(strategy).within(events=3)).family == "windowed"
+    assert pycel.compile(seq(a, b).strategy(strategy).within(2, on=Ev.time)).family == "windowed"
 
 
 def test_next_order_list_follows_the_best_sets() -> None:
@@ -204,7 +232,7 @@ def test_max_drops_contained_matches() -> None:
 
 def test_max_pair_arena_follows_the_keys() -> None:
     """Every key keeps one block of live pairs; old blocks are compacted away."""
-    query = pycel.compile(seq(a, plus(b), c).partition_by(Ev.x).within(events=20).strategy("max"))
+    query = pycel.compile(seq(a, plus(b), c).partition_by(Ev.x).strategy("max"))
     st_ = query.stream()
     for seed in range(40):
         st_.push(stream(200, seed))

@@ -461,7 +461,7 @@ def test_select_merges_matches_that_become_equal() -> None:
 # -- selection strategies -----------------------------------------------------------------
 class TestStrategies:
     """docs/semantics.md (CEL paper §4, corrected): compare the complex events with the same end,
-    across all valuations, before the window."""
+    across all valuations, among the outputs that fit the window."""
 
     stream = [A(), A(), B(), B()]  # seq(A, B+): ends 2 and 3
 
@@ -507,12 +507,47 @@ class TestStrategies:
             (0, 2, {"B": (2,), "a": (0,)}),
         ]
 
-    def test_strategy_applies_before_the_window(self) -> None:
-        """NEXT picks {0,2} at end 2; the window then drops it, and {1,2} (in the window
-        but not selected) is not output either: CORE's order."""
+    def test_window_applies_before_the_strategy(self) -> None:
+        """At end 2 the window of 1 event keeps {1,2} only, and NEXT chooses it (the CORE
+        paper's order, strategy first, picked {0,2} and the window then dropped it)."""
         p = seq(A, B).strategy("next").within(events=1)
-        assert positions(p, [A(), A(), B()]) == []
+        assert positions(p, [A(), A(), B()]) == [(1, 2)]
         assert positions(seq(A, B).within(events=1), [A(), A(), B()]) == [(1, 2)]
+
+    def test_next_with_a_window_returns_the_earliest_run_that_fits(self) -> None:
+        """DESIGN's example: A@0 A@5 B@6 under a window of 2 events gives {5,6}."""
+        stream = [A(), C(), C(), C(), C(), A(), B()]
+        assert positions(seq(A, B).strategy("next").within(events=2), stream) == [(5, 6)]
+        assert positions(seq(A, B).strategy("next").within(events=6), stream) == [(0, 6)]
+        assert positions(seq(A, B).strategy("next"), stream) == [(0, 6)]
+
+    def test_last_with_a_window_returns_the_latest_run_that_fits(self) -> None:
+        """Without a window LAST takes the superset {0,1,2,3} of every b since the first a;
+        a window of 2 events keeps the runs from 1 on, and LAST picks {1,2,3}."""
+        stream = [A(), A(), B(), B()]
+        p = seq(A, plus(B)).strategy("last")
+        assert positions(p, stream) == [(1, 2), (1, 2, 3)]
+        assert positions(seq(plus(A), B).strategy("last"), stream) == [(0, 1, 2), (0, 1, 3)]
+        assert positions(seq(plus(A), B).strategy("last").within(events=1), stream) == [(1, 2)]
+        assert positions(seq(plus(A), B).strategy("last").within(events=2), stream) == [
+            (0, 1, 2),
+            (1, 3),
+        ]
+
+    def test_max_with_a_window_returns_the_maximal_runs_that_fit(self) -> None:
+        """seq(a, plus(b)) under MAX keeps the run with every b since the first a; a window
+        of 2 events drops it and MAX keeps the maximal runs that fit instead."""
+        stream = [A(), A(), B(), B()]
+        p = seq(A, plus(B)).strategy("max")
+        assert positions(p.within(events=2), stream) == [(0, 2), (1, 2), (1, 2, 3)]
+        assert positions(p.within(events=1), stream) == [(1, 2)]
+        assert positions(p.within(events=3), stream) == [(0, 2), (1, 2), (0, 2, 3), (1, 2, 3)]
+
+    def test_strict_is_unaffected_by_the_order(self) -> None:
+        stream = [A(), A(), B(), B()]
+        p = seq(A, plus(B)).strategy("strict")
+        assert positions(p.within(events=1), stream) == [(1, 2)]
+        assert positions(p.within(events=2), stream) == [(1, 2), (1, 2, 3)]
 
     def test_strategy_inside_partitions(self) -> None:
         stream = [A(x=1), A(x=2), B(x=1), B(x=2)]

@@ -10,6 +10,9 @@ family         queries                                          runner (pycel/ru
                automaton, joins as run keys
 ``ranked``     LAST, NEXT: one ranked best set per (state, key)  ``ranked.py``
 ``maximal``    MAX: the CEL paper's pair automaton               ``maximal.py``
+``windowed``   LAST, NEXT, MAX with a window: the sequential     ``windowed.py``
+               automaton's outputs that fit the window, then
+               the strategy's choice among them
 ``parallel``   an AND of single events whose equality joins      ``parallel.py``
                nest (no single run key): the PCEA paper's
                parallelized automaton
@@ -47,7 +50,7 @@ from .hcq import HcqPlan, plan_hcq
 from .joins import JoinKey, joins_form_run_keys, plan_joins
 from .postfilter import PostFilters, check_clauses, split_post_filters
 
-Family = Literal["sequential", "ranked", "maximal", "parallel"]
+Family = Literal["sequential", "ranked", "maximal", "parallel", "windowed"]
 #: The selection strategies the engine runs.
 STRATEGIES = ("all", "any", "strict", "last", "next", "max")
 #: CONSUME BY as the loops read it.
@@ -119,6 +122,8 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
 
 def choose_family(spec: QuerySpec, body: Pattern) -> Family:
     """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
+    if spec.strategy in ("last", "next", "max") and spec.window is not None:
+        return "windowed"  # the strategy chooses among the outputs that fit the window
     if spec.strategy == "max":
         return "maximal"
     if spec.strategy in ("last", "next"):

@@ -19,12 +19,16 @@ from .maximal import MaximalRunner
 from .parallel import ParallelRunner
 from .ranked import RankedRunner
 from .sequential import SequentialRunner
+from .windowed import WindowedRunner
 
-RUNNERS: dict[Family, type[SequentialRunner] | type[MaximalRunner] | type[ParallelRunner]] = {
+RUNNERS: dict[
+    Family, type[SequentialRunner] | type[MaximalRunner] | type[ParallelRunner] | type[WindowedRunner]
+] = {
     "sequential": SequentialRunner,
     "ranked": RankedRunner,
     "maximal": MaximalRunner,
     "parallel": ParallelRunner,
+    "windowed": WindowedRunner,
 }
 
 

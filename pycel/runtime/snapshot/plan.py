@@ -41,6 +41,7 @@ _FAMILIES = {
     "ranked": ("last", "next"),
     "maximal": ("max",),
     "parallel": ("all", "any"),
+    "windowed": ("last", "next", "max"),
 }
 
 

@@ -1,0 +1,131 @@
+"""LAST, NEXT and MAX among the matches that fit the window (docs/strategies.md).
+
+The windowed runner enumerates every match of an end position that fits its window (the
+sequential automaton's output, all variables, no limit) and these loops keep the ones the
+strategy selects. Within a match the enumerator writes its entries by position,
+descending (see :mod:`pycel.jit.dedupe`), so a match's complex event C (its set of
+positions) is the entry positions without repeats, and two complex events compare in one
+merge-like pass:
+
+- NEXT: C1 < C2 iff min(C1 △ C2) ∈ C2 — compare from the smallest positions up;
+- LAST: C1 < C2 iff max(C1 △ C2) ∈ C2 — compare from the largest positions down;
+- MAX: C is kept unless another match of the same end is a strict superset.
+
+Example::
+
+    keep = strategy_mask(ends, offsets, positions, STRATEGY_CODES["next"])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+#: The strategy codes :func:`strategy_mask` reads.
+STRATEGY_CODES = {"next": 0, "last": 1, "max": 2}
+
+
+@njit(cache=True)
+def _distinct(offsets, positions, m, out):  # type: ignore[no-untyped-def]
+    """Write match m's distinct positions (descending) to ``out``; return how many."""
+    n = 0
+    for k in range(offsets[m], offsets[m + 1]):
+        p = positions[k]
+        if n == 0 or out[n - 1] != p:
+            out[n] = p
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _compare(a, na, b, nb, mode):  # type: ignore[no-untyped-def]
+    """+1 if C_a is preferred to C_b under NEXT (mode 0) or LAST (mode 1), -1 if C_b is,
+    0 if they are equal (``a``, ``b``: distinct positions, descending)."""
+    if mode == 0:  # from the smallest position up: the smaller one of a difference wins
+        i, j = na - 1, nb - 1
+        while i >= 0 and j >= 0:
+            if a[i] != b[j]:
+                return 1 if a[i] < b[j] else -1
+            i -= 1
+            j -= 1
+        if i >= 0:
+            return 1
+        return -1 if j >= 0 else 0
+    i, j = 0, 0  # LAST: from the largest position down: the larger one wins
+    while i < na and j < nb:
+        if a[i] != b[j]:
+            return 1 if a[i] > b[j] else -1
+        i += 1
+        j += 1
+    if i < na:
+        return 1
+    return -1 if j < nb else 0
+
+
+@njit(cache=True)
+def _strict_subset(a, na, b, nb):  # type: ignore[no-untyped-def]
+    """Whether C_a ⊂ C_b strictly (both descending)."""
+    if na >= nb:
+        return False
+    j = 0
+    for i in range(na):
+        while j < nb and b[j] > a[i]:
+            j += 1
+        if j == nb or b[j] != a[i]:
+            return False
+        j += 1
+    return True
+
+
+@njit(cache=True)
+def _mask(ends, offsets, positions, mode):  # type: ignore[no-untyped-def]
+    n = ends.shape[0]
+    keep = np.zeros(n, dtype=np.bool_)
+    longest = 0
+    for m in range(n):
+        longest = max(longest, offsets[m + 1] - offsets[m])
+    a = np.empty(longest, dtype=np.int64)
+    b = np.empty(longest, dtype=np.int64)
+    lo = 0
+    while lo < n:  # one group of matches with the same end at a time
+        hi = lo + 1
+        while hi < n and ends[hi] == ends[lo]:
+            hi += 1
+        if mode == 2:
+            for m in range(lo, hi):
+                na = _distinct(offsets, positions, m, a)
+                keep[m] = True
+                for d in range(lo, hi):
+                    # A strict superset has more distinct positions, so more entries.
+                    if d != m and offsets[d + 1] - offsets[d] > na:
+                        nb = _distinct(offsets, positions, d, b)
+                        if _strict_subset(a, na, b, nb):
+                            keep[m] = False
+                            break
+        else:
+            nbest = _distinct(offsets, positions, lo, a)  # the best complex event so far
+            for m in range(lo + 1, hi):
+                nb = _distinct(offsets, positions, m, b)
+                if _compare(b, nb, a, nbest, mode) > 0:
+                    nbest = _distinct(offsets, positions, m, a)
+            for m in range(lo, hi):
+                nb = _distinct(offsets, positions, m, b)
+                keep[m] = _compare(b, nb, a, nbest, mode) == 0
+        lo = hi
+    return keep
+
+
+def strategy_mask(
+    ends: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], positions: npt.NDArray[np.int64], mode: int
+) -> npt.NDArray[np.bool_]:
+    """Which matches the strategy ``mode`` (:data:`STRATEGY_CODES`) keeps; the matches of
+    one end must be adjacent. Linear in the entries for NEXT/LAST; MAX compares each
+    match with the others of its end.
+
+    Example: ``strategy_mask(ends, offsets, positions, STRATEGY_CODES["max"])``
+    """
+    if len(ends) == 0:
+        return np.zeros(0, dtype=np.bool_)
+    keep: npt.NDArray[np.bool_] = _mask(ends, offsets, positions, mode)
+    return keep
