@@ -40,7 +40,6 @@ from ._plan import (
     check_integral,
     compile_pattern,
     output_schema,
-    query_strategy,
     runner_spec,
 )
 from ._runner import KeyState, RunnerSpec, advance
@@ -97,13 +96,10 @@ def _seconds(value: float | timedelta, what: str) -> float:
 def expiry_ms(query: CompiledQuery, state_timeout: float | timedelta | None) -> int | None:
     """How long (event-time ms) after a key's last event its state may be dropped.
 
-    Under LAST, NEXT and MAX the strategy chooses before the window, so runs that left
-    the window still decide which later matches are selected: their state is kept
-    unless ``state_timeout`` says otherwise."""
+    Every strategy chooses among the runs that fit the window (docs/strategies.md), so a
+    key idle for longer than a time window can output nothing more, whatever its strategy."""
     if state_timeout is not None:
         return int(_seconds(state_timeout, "state_timeout") * 1000)
-    if query_strategy(query) in ("last", "next", "max"):
-        return None
     if query.window_unit in ("seconds", "units"):
         return int(np.ceil(query.window_size * 1000))  # units of an integer time count as seconds
     return None
