@@ -657,3 +657,19 @@ def test_a_stray_cell_in_an_unread_column_is_an_error(tmp_path: Path) -> None:
         spans, error = read_all(path, AB_DECL, columns=frozenset({"x"}))
         assert error is not None and (error.row, error.column) == (2, "y")
         assert "event type A has no attribute 'y'" in str(error)
+
+
+def test_parquet_int_column_with_nulls_stays_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(An int64 column with nulls went through float64: 2**53 + 1 became 2**53, a silent
+    wrong answer.)"""
+    decl = "CREATE STREAM S { EVENT A { x: int, t: int } }"
+    query = f"SELECT * FROM S WHERE A AS a FILTER a[x = {2**53 + 1}]"
+    x = pd.array([2**53 + 1, None, 2**53], dtype="Int64")
+    df = pd.DataFrame({"event_type": ["A", "A", "A"], "x": x, "t": [1, 2, 3]})
+    path = tmp_path / "e.parquet"
+    df.to_parquet(path, index=False)
+    code, out, err = run(capsys, "run", "-d", decl, "--query", query, path, "-f", "jsonl")
+    assert code == 0, err
+    assert jsonl_rows(out) == reference_rows(decl, query, df) == [(0, 0, (("a", (0,)),))]

@@ -37,6 +37,7 @@ from pycel.data.files import (
     deliver,
     first_true,
 )
+from pycel.data.frames import nullable_dtype
 from pycel.errors import DataError
 
 _INT64_MAX = 2**63 - 1
@@ -146,7 +147,9 @@ class ParquetSource:
                 check_only.append(name)
             columns[name] = cells
         try:
-            frame: pd.DataFrame = pa.table(columns).to_pandas(ignore_metadata=True)
+            # (nullable ints: an int64 column with nulls as float64 would round above 2**53)
+            table = pa.table(columns)
+            frame: pd.DataFrame = table.to_pandas(ignore_metadata=True, types_mapper=nullable_dtype)
         except Exception as err:  # e.g. a value pandas cannot hold
             raise InputError(f"cannot read {self.path} ({self._where()}): {_one_line(err)}") from None
         names = frame[self.type_column]

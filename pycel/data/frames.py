@@ -37,9 +37,13 @@ def _check_unique(columns: list[str]) -> None:
         seen.add(c)
 
 
-def _nullable(t: Any) -> Any:
-    """Arrow integers and booleans as pandas' nullable types, so a null does not turn int64
-    into float64 (which would round values above 2**53)."""
+def nullable_dtype(t: Any) -> Any:
+    """The pandas dtype for Arrow type ``t`` (a ``types_mapper``): integers and booleans as
+    pandas' nullable types, so a null does not turn int64 into float64 (which would round
+    values above 2**53); None (pyarrow's default) for the others.
+
+    Example: ``table.to_pandas(types_mapper=nullable_dtype)``.
+    """
     import pyarrow as pa  # type: ignore[import-untyped]
 
     if pa.types.is_integer(t):
@@ -49,7 +53,7 @@ def _nullable(t: Any) -> Any:
 
 def _arrow_series(cells: Any) -> pd.Series:
     try:
-        return cells.to_pandas(types_mapper=_nullable)  # type: ignore[no-any-return]
+        return cells.to_pandas(types_mapper=nullable_dtype)  # type: ignore[no-any-return]
     except (ValueError, OverflowError, TypeError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise DataError(f"cannot convert the Arrow data: {err}") from None
 
