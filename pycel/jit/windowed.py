@@ -93,16 +93,23 @@ def _mask(ends, offsets, positions, mode):  # type: ignore[no-untyped-def]
         while hi < n and ends[hi] == ends[lo]:
             hi += 1
         if mode == 2:
+            # A strict superset has more positions: compare each match only with the
+            # larger ones (largest first), so a group of equal sizes costs one pass.
+            sizes = np.empty(hi - lo, dtype=np.int64)
+            for m in range(lo, hi):
+                sizes[m - lo] = _distinct(offsets, positions, m, a)
+            larger_first = np.argsort(-sizes, kind="mergesort")
             for m in range(lo, hi):
                 na = _distinct(offsets, positions, m, a)
                 keep[m] = True
-                for d in range(lo, hi):
-                    # A strict superset has more distinct positions, so more entries.
-                    if d != m and offsets[d + 1] - offsets[d] > na:
-                        nb = _distinct(offsets, positions, d, b)
-                        if _strict_subset(a, na, b, nb):
-                            keep[m] = False
-                            break
+                for r in range(hi - lo):
+                    d = lo + larger_first[r]
+                    if sizes[d - lo] <= na:
+                        break
+                    nb = _distinct(offsets, positions, d, b)
+                    if _strict_subset(a, na, b, nb):
+                        keep[m] = False
+                        break
         else:
             nbest = _distinct(offsets, positions, lo, a)  # the best complex event so far
             for m in range(lo + 1, hi):
