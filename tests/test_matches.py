@@ -298,3 +298,39 @@ def test_a_variable_named_like_a_match_column_is_refused_in_the_wide_form() -> N
     assert len(m.to_pandas()) > 0
     with pytest.raises(ValueError, match="variable 'start' would share its column"):
         m.to_pandas("wide")
+
+
+class _LazyColumn:
+    """A column ingestion kept undecoded (pycel.data.batch.DeferredColumn): decodes one
+    row at a time, as the events give it."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+
+    def value(self, k: int) -> Any:
+        return self.values[k]
+
+
+class _BatchWithDeferred:
+    """An event batch whose ``deferred`` columns were not encoded at ingestion."""
+
+    def __init__(self, batch: Any, events: Sequence[Stock], deferred: Sequence[str]) -> None:
+        self.schema, self.offset, self.type_ids = batch.schema, batch.offset, batch.type_ids
+        self.columns = {a: c for a, c in batch.columns.items() if a not in deferred}
+        self.valid = {a: v for a, v in batch.valid.items() if a not in deferred}
+        self.deferred = {a: _LazyColumn([getattr(e, a) for e in events]) for a in deferred}
+
+    def __len__(self) -> int:
+        return len(self.type_ids)
+
+
+def test_attributes_that_ingestion_left_undecoded() -> None:
+    events = stocks()
+    m = pycel.compile(pycel.seq(S, pycel.plus(B))).run(events)
+    lazy = pycel.Matches(m.starts, m.ends, m.offsets, m.var_ids, m.positions, m.variables)
+    lazy.source = _BatchWithDeferred(m.source, events, ["name", "price", "volume", "urgent"])
+    assert_attributes_joined(lazy, events, ["name", "price", "volume", "urgent"])
+    for form in ("long", "wide"):
+        direct = m.to_pandas(form, attributes=["name", "price"])
+        decoded = lazy.to_pandas(form, attributes=["name", "price"])
+        pd.testing.assert_frame_equal(decoded.astype(object), direct.astype(object))

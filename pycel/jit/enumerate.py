@@ -32,17 +32,19 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
 def _reserve(out_se, out_off, out_var, out_pos, n_out, n_ent, entries):  # type: ignore[no-untyped-def]
     """The output arrays with room for one more match of at most ``entries`` entries.
 
-    They double, allocated by numpy (in object mode, a few times per batch): numpy backs
+    They grow fourfold, allocated by numpy (in object mode, a few times per batch): numpy backs
     large arrays with huge pages, which the kernel maps 512 times faster than the 4 KiB
     pages of Numba's allocator; with millions of matches, mapping fresh memory is most of
     the cost of writing them."""
     se_cap, off_cap, ent_cap = out_se.shape[0], out_off.shape[0], out_var.shape[0]
+    # Four times: each growth copies what was written, and capacity that is never
+    # written costs address space only (the pages are never mapped).
     while se_cap < 2 * (n_out + 1):
-        se_cap *= 2
+        se_cap *= 4
     while off_cap < n_out + 2:
-        off_cap *= 2
+        off_cap *= 4
     while ent_cap < n_ent + entries:
-        ent_cap *= 2
+        ent_cap *= 4
     with objmode(se="int64[::1]", off="int64[::1]", var="int32[::1]", pos="int64[::1]"):
         se = np.empty(se_cap, dtype=np.int64)
         off = np.empty(off_cap, dtype=np.int64)
