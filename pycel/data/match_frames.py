@@ -111,11 +111,19 @@ def _columns(
 class _PandasColumns:
     """Column builders for pandas (nullable extension arrays, categoricals)."""
 
+    def __init__(self) -> None:
+        # One dtype per label list: every string attribute of every variable shares the
+        # stream's string dictionary, which may be long.
+        self.dtypes: dict[tuple[str, ...], Any] = {}
+
     def categorical(self, codes: Any, valid: Any, labels: Sequence[str]) -> Any:
         import pandas as pd
 
         codes = np.where(valid, codes, -1) if not valid.all() else codes
-        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(labels)))
+        key = tuple(labels)
+        if key not in self.dtypes:
+            self.dtypes[key] = pd.CategoricalDtype(list(key))
+        return pd.Categorical.from_codes(codes, dtype=self.dtypes[key])
 
     def positions(self, values: Ints, bound: Any) -> Any:
         import pandas as pd
