@@ -300,7 +300,8 @@ BATCH_PATTERNS = {
     .within(events=6)
     .partition_by(Stock.name),
     # nested classes on the parallelized automaton, grouped by its class over every atom
-    "nested classes": (s & b & b2).where((s.name == b.name) & (b.name == b2.name) & (b.volume == b2.volume))
+    "nested classes": (s & b & b2)
+    .where((s.name == b.name) & (b.name == b2.name) & (b.volume == b2.volume))
     .within(events=12),
 }
 
@@ -428,7 +429,7 @@ def test_matcher_refuses_per_batch_use() -> None:
 RANGE_PATTERNS = {
     "count window": (s.where(s.volume > 500) >> pycel.plus(b.where(b.volume > 800))).within(events=25),
     "time window": (s.where(s.volume > 900) >> b.where(b.volume > 900)).within(3, on=Stock.time),
-    "limit, select, strict": (s >> b).within(events=4).limit(1).select("b").strategy("strict"),
+    "select, strict": (s >> b).within(events=4).select("b").strategy("strict"),
     "post-filter": (s.where(s.volume > 700) >> b)
     .where(s.price < b.price, post_filter=True)
     .within(2, on=Stock.time),
@@ -448,6 +449,25 @@ def test_unpartitioned_windows_run_in_ranges(name: str, ticks: pd.DataFrame, tic
     want = expected(pattern, ticks)
     assert len(want) > 0 and len(rows) == len(want)
     assert {row_key(r) for r in rows} == want
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "name", ["partitioned, count window", "partitioned, time window, iteration", "post-filter"]
+)
+def test_hot_keys_run_in_ranges(name: str, ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """With 8 ranges, keys holding more than an eighth of the ticks are hot: their events
+    are cut into ranges with halos, the other keys run whole; same matches."""
+    pattern = BATCH_PATTERNS[name]
+    matches = pycel.spark.detect(ticks_df, pattern, order_by="time", id_column="id", ranges=8)
+    assert "_pycel_range" in matches._jdf.queryExecution().toString()
+    shares = ticks["name"].value_counts()
+    assert (shares * 8 > len(ticks)).any() and not (shares * 8 > len(ticks)).all()
+    rows = matches.collect()
+    want = expected(pattern, ticks)
+    assert len(want) > 0 and len(rows) == len(want)
+    assert {row_key(r) for r in rows} == want
+    assert all(r["name"] is not None for r in rows)
 
 
 @pytest.mark.spark

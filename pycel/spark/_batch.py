@@ -26,7 +26,7 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
-from ._ranges import HOME, RANGE, plan_ranges, range_refusal, time_key, with_range_groups
+from ._ranges import HOME, HOT, RANGE, plan_ranges, range_refusal, time_key, with_range_groups
 from ._runner import RunnerSpec, run_group
 
 POSITION = "_pycel_position"
@@ -209,10 +209,10 @@ def detect_batch(
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
     events = events.select(*wanted)
     events, keys, single = with_groups(events, query, event_type_column)
-    if single and ranges != 1:
-        cut = cut_into_ranges(events, query, spec.position_column, ranges)
+    if ranges != 1:
+        cut = cut_into_ranges(events, query, spec.position_column, ranges, [] if single else keys)
         if cut is not None:
-            events, keys = cut, [RANGE]
+            events, keys = cut, [*([] if single else keys), RANGE]
             spec = attrs.evolve(spec, range_column=RANGE, home_column=HOME)
             single = False
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
@@ -220,25 +220,33 @@ def detect_batch(
 
 
 def cut_into_ranges(
-    events: DataFrame, query: CompiledQuery, position_column: str, ranges: int | None
+    events: DataFrame, query: CompiledQuery, position_column: str, ranges: int | None, keys: list[str]
 ) -> DataFrame | None:
     """``events`` copied into position ranges with their halos (pycel.spark._ranges),
-    or None when the pattern must run as one group (no window, or clauses that look
-    before the window: then ``ranges`` > 1 warns) or one range suffices."""
+    or None to run as before: the pattern has no window or clauses that look before
+    it (then ``ranges`` > 1 warns), one range suffices, or (with group-by ``keys``) no
+    key is hot."""
     refusal = range_refusal(query)
     if refusal is not None:
         if ranges is not None and ranges > 1:
+            groups = "one group per key" if keys else "one group"
             warnings.warn(
-                f"pycel: ranges={ranges} ignored, the pattern runs as one group: {refusal}",
+                f"pycel: ranges={ranges} ignored, the pattern runs as {groups}: {refusal}",
                 SingleGroupWarning,
                 stacklevel=4,
             )
         return None
-    plan = plan_ranges(events, query, position_column, ranges, cluster_cores(events))
-    if plan is None:
+    planned = plan_ranges(events, query, position_column, ranges, cluster_cores(events), keys)
+    if planned is None:
         return None
+    plan, hot = planned
     key = time_key(query, events.schema)
-    return with_range_groups(events, plan, position_column, key[0] if key is not None else None)
+    time = key[0] if key is not None else None
+    if hot is None:
+        return with_range_groups(events, plan, position_column, time)
+    marked = events.join(F.broadcast(hot), on=keys, how="left")
+    cut = with_range_groups(marked, plan, position_column, time, hot=F.coalesce(F.col(HOT), F.lit(False)))
+    return cut.drop(HOT)
 
 
 def cluster_cores(df: DataFrame) -> int:

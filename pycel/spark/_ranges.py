@@ -7,10 +7,11 @@ push the events of ``[lo, hi)`` plus those of the window's span before ``lo`` (t
 *halo*) into a fresh engine stream and keep the matches that end in ``[lo, hi)``: these
 are exactly the whole stream's matches ending there, whenever the output at a position
 depends only on the events of the window before it. That holds for the strategies ALL
-and STRICT, with LIMIT (at most n matches per end position), SELECT, post-filters and
-any pattern shape; it does not hold for NEXT, LAST and MAX as the engine runs them, nor
-for CONSUME BY (a match discards runs that started before the window), so those run as
-one group (:func:`range_refusal` says why).
+and STRICT, with SELECT, post-filters and any pattern shape; it does not hold for NEXT,
+LAST and MAX as the engine runs them, for CONSUME BY (a match discards runs that started
+before the window), nor for which n matches of an end LIMIT keeps (the engine's
+enumeration order can depend on older events), so those run as before
+(:func:`range_refusal` says why).
 
 Every event goes to its own range (its *home*) and, as a halo copy, to the later ranges
 whose span reaches back to it. Under ``partition_by`` the same cut applies per key
@@ -38,6 +39,8 @@ from ._plan import query_strategy
 RANGE = "_pycel_range"
 #: The event's own range; a group keeps only matches that end at its own events.
 HOME = "_pycel_home"
+#: Marks the events of hot keys (cut into ranges) in a partitioned pattern.
+HOT = "_pycel_hot"
 #: With automatic ranges, each range holds at least this many events.
 MIN_RANGE_EVENTS = 100_000
 #: With automatic ranges, at most this many ranges per core.
@@ -61,6 +64,11 @@ def range_refusal(query: CompiledQuery) -> str | None:
         return f"the {strategy.upper()} strategy compares a match with runs the window has left"
     if query.consume != 0:
         return "CONSUME BY discards runs when a match is found, also runs older than the window"
+    if query.limit >= 0:
+        return (
+            "LIMIT keeps n of an end position's matches in the engine's enumeration order, "
+            "which can depend on events before the window"
+        )
     return None
 
 
@@ -186,11 +194,16 @@ def plan_ranges(
     position_column: str,
     ranges: int | None,
     cores: int,
-) -> RangePlan | None:
+    keys: Sequence[str] = (),
+) -> tuple[RangePlan, DataFrame | None] | None:
     """Cut ``events`` into ranges (one aggregation job; a time window takes a second
     one for each range's times); None when one range would do.
 
-    ``ranges``: how many (None: :func:`auto_range_count`)."""
+    ``ranges``: how many (None: :func:`auto_range_count`). ``keys``: the group-by keys
+    of a partitioned pattern; then only hot keys are cut, those holding more events than
+    one range's share of the whole (one more job finds them), and the plan comes with a
+    small DataFrame of them (the keys and a column :data:`HOT`); None when none is hot.
+    """
     row = events.agg(
         F.min(position_column).alias("lo"), F.max(position_column).alias("hi"), F.count(F.lit(1)).alias("n")
     ).collect()[0]
@@ -203,21 +216,38 @@ def plan_ranges(
     count = max(1, min(count, span))
     if count == 1:
         return None
+    hot = hot_keys(events, keys, count, total) if keys else None
+    if keys and hot is None:
+        return None
     length = -(-span // count)
     count = -(-span // length)
     if window_events is not None:
         reach = min(count - 1, -(-window_events // length))
-        return RangePlan(first, length, count, halo_events=window_events, reach=max(reach, 1))
+        return RangePlan(first, length, count, halo_events=window_events, reach=max(reach, 1)), hot
     key = time_key(query, events.schema)
     assert key is not None
-    return _time_plan(events, position_column, key, RangePlan(first, length, count))
+    return _time_plan(events, position_column, key, RangePlan(first, length, count)), hot
+
+
+def hot_keys(events: DataFrame, keys: Sequence[str], count: int, total: int) -> DataFrame | None:
+    """The keys holding more than ``total / count`` events (one range's share), as a
+    small DataFrame of the key columns and :data:`HOT` (true); None when there are none."""
+    counted = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("_pycel_events"))
+    rows = counted.where(F.col("_pycel_events") * F.lit(count) > F.lit(total)).select(*keys).collect()
+    if not rows:
+        return None
+    schema = T.StructType([events.schema[k] for k in keys] + [T.StructField(HOT, T.BooleanType(), False)])
+    return events.sparkSession.createDataFrame([(*r, True) for r in rows], schema)
 
 
 def _time_plan(
     events: DataFrame, position_column: str, key: tuple[Column, int | float], cut: RangePlan
-) -> RangePlan | None:
+) -> RangePlan:
     """``cut`` with each range's halo threshold: the smallest time key among its
-    events minus the window's span, and how far back the halos reach."""
+    events minus the window's span, and how far back the halos reach.
+
+    Under ``partition_by`` these are over all keys' events: a key's own smallest time
+    in a range is no smaller, so the halo is a superset of the one it needs (exact)."""
     time, span = key
     home = home_range(position_column, cut.first, cut.length)
     rows = (
