@@ -64,7 +64,7 @@ def workloads() -> list[Workload]:
 def _compared(w: Workload, core: dict[str, Any], pycel_matches: Any) -> str:
     """Whether CORE's matches (ALL's) equal pycel's, where they should coincide."""
     if core.get("status") != "ok":
-        return f"CORE {core.get('status')}"
+        return f"CORE {core.get('status')}: {str(core.get('error'))[-80:]}"
     coincide = w.name.endswith("-all") or w.name.startswith("seq3") and w.name.endswith("-max")
     if not coincide:
         return f"CORE outputs ALL ({core['matches']:,})"
