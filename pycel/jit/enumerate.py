@@ -199,8 +199,8 @@ def _enumerate(  # type: ignore[no-untyped-def]
                 top += 1
                 continue
             depth_done = d
-        # Emit the match path[0..depth_done]: written out here, not by a call returning
-        # the arrays, which would cost reference counting on every match.
+        # Emit the match path[0..depth_done] from the cached path; the output arrays
+        # are replaced only when they grow.
         d = depth_done
         if (
             n_ent + (d + 1) * max_labels > out_var.shape[0]
