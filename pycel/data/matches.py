@@ -173,7 +173,7 @@ class Matches:
         Example (``query.run(events)``, README's first pattern)::
 
             matches.to_pandas()                      # match start end variable position
-            matches.to_pandas("wide", attributes=["price"])   # match start end s b s.price b.price
+            matches.to_pandas("wide", attributes=["price"])   # match start end b b.price s s.price
         """
         from .match_frames import pandas_table
 
