@@ -20,7 +20,9 @@ from test_engine import A, B, D, Ev, a, agree, b, c
 import pycel
 from pycel.data.ingest import EventBatch, Schema
 from pycel.dsl import Pattern
+from pycel.jit.windowed import STRATEGY_CODES, strategy_mask
 from pycel.language.checks import bound_variables
+from pycel.reference import _strategy_filter
 
 TYPES = generated_types(3)
 WINDOWED = ("last", "next", "max")
@@ -105,6 +107,34 @@ def test_generated_windowed_strategies_with_joins_equal_the_reference(
 ) -> None:
     pattern, limit, stream = query
     _check(pattern, limit, stream, data.draw(st.integers(0, len(stream))))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.frozensets(st.integers(0, 8), max_size=5), min_size=1, max_size=8),
+    st.lists(st.booleans(), min_size=9, max_size=9),
+    st.sampled_from(WINDOWED),
+)
+def test_the_choice_loop_equals_the_reference_choice(
+    sets: list[frozenset[int]], twice: list[bool], strategy: str
+) -> None:
+    """strategy_mask on one end position's matches (entries by position, descending; a
+    position bound to two variables appears twice) keeps what the reference keeps."""
+    valuations = [
+        frozenset({("v", 9)} | {(v, p) for p in c for v in ("v", "w")[: 1 + twice[p]]}) for c in sets
+    ]
+    offsets, positions = [0], []
+    for val in valuations:
+        positions += sorted((p for _, p in val), reverse=True)
+        offsets.append(len(positions))
+    keep = strategy_mask(
+        np.full(len(sets), 9, dtype=np.int64),
+        np.array(offsets, dtype=np.int64),
+        np.array(positions, dtype=np.int64),
+        STRATEGY_CODES[strategy],
+    )
+    chosen = _strategy_filter(strategy, valuations, None)  # type: ignore[arg-type]
+    assert [v for v, k in zip(valuations, keep, strict=True) if k] == chosen
 
 
 # -- by hand -------------------------------------------------------------------------------
