@@ -9,7 +9,9 @@ everything, i.e. ALL, and MAX on seq3 where no match contains another).
 
 Workloads (the synthetic stream of ``benchmarks/workloads.py``, seed 42):
 ``seq3``: ``T0 ; T1 ; T2`` with ``v < 50`` on each, windows of 100 and 200 events;
-``kleene``: ``T0 ; T1+ ; T2`` within 10 events. Usage::
+``kleene``: ``T0 ; T1+ ; T2`` within 10 events; and, pycel only, the seq3 query without
+a window under LAST/NEXT/MAX (the ranked and maximal families, constant work per event:
+what the window's exact choice costs next to them). Usage::
 
     python benchmarks/strategies.py --events 100000 --repeat 1
     python benchmarks/strategies.py --skip-core
@@ -58,7 +60,19 @@ def workloads() -> list[Workload]:
             strategy = "" if s == "ALL" else s
             ws.append(_seq(name, "seq3", 3, filt=FILTER_V, absent=False, window=window, strategy=strategy))
     ws += [_kleene(s, 10) for s in STRATEGIES]
+    for s in STRATEGIES[1:]:
+        ws.append(Workload(f"seq3-nowindow-{s.lower()}", "nowindow", "", _unwindowed_seq3(s)))
     return ws
+
+
+def _unwindowed_seq3(strategy: str) -> Any:
+    def build(T: dict[str, Any]) -> Any:
+        import pycel
+
+        atoms = [pycel.alias(T[f"T{i}"], f"e{i + 1}") for i in range(3)]
+        return pycel.seq(*(a.where(a.v < FILTER_V) for a in atoms)).strategy(strategy.lower())
+
+    return build
 
 
 def _compared(w: Workload, core: dict[str, Any], pycel_matches: Any) -> str:
@@ -106,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 times.append(elapsed)
             rate = args.events / sorted(times)[len(times) // 2]
             core_cell, ratio, cmp = "-", "-", "-"
-            if core_python is not None:
+            if core_python is not None and w.query:  # no CORE query: pycel only
                 core = run_core(core_python, w, csv_path, tmp, args)
                 if core.get("status") == "ok":
                     core_rate = args.events / sorted(core["times_s"])[len(core["times_s"]) // 2]
