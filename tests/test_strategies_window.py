@@ -23,6 +23,7 @@ from pycel.dsl import Pattern
 from pycel.jit.windowed import STRATEGY_CODES, strategy_mask
 from pycel.language.checks import bound_variables
 from pycel.reference import _strategy_filter
+from pycel.runtime.snapshot.state import pack, unpack
 
 TYPES = generated_types(3)
 WINDOWED = ("last", "next", "max")
@@ -166,6 +167,25 @@ def test_consumption_then_window_then_strategy() -> None:
     pattern = pycel.seq(a, b).strategy("next").within(events=2).consume("any")
     assert [m.positions() for m in pycel.compile(pattern).run(events)] == [(0, 2), (3, 5)]
     assert agree(pattern, events) == 2
+
+
+@pytest.mark.parametrize(
+    ("strategy", "old_family"), [("next", "ranked"), ("last", "ranked"), ("max", "maximal")]
+)
+def test_a_snapshot_of_the_old_meaning_is_refused(strategy: Any, old_family: str) -> None:
+    """A snapshot whose plan runs a windowed LAST/NEXT/MAX in the family of the old
+    meaning (strategy before window) is an error, not a stream that mixes both."""
+    pattern = pycel.seq(a, b).within(events=3).strategy(strategy)
+    events = [A(x=0), B(x=0), A(x=0), B(x=0)]
+    stream_ = pycel.compile(pattern).stream()
+    stream_.push(events[:2])
+    state, arrays = unpack(stream_.snapshot())
+    assert state["plan"]["family"] == "windowed"
+    later = pycel.Stream.restore(pack(state, arrays)).push(events[2:]).keys()
+    assert later == {k for k in pycel.reference.evaluate(pattern, events).keys() if k[1] >= 2}
+    state["plan"]["family"] = old_family
+    with pytest.raises(pycel.DataError, match="older pycel"):
+        pycel.Stream.restore(pack(state, arrays))
 
 
 # -- memory ----------------------------------------------------------------------------------

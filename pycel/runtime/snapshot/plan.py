@@ -436,6 +436,10 @@ def plan_from_json(x: Json) -> Plan:
     hcq = x.get("hcq")
     if (hcq is not None) != (family == "parallel") or strategy not in _FAMILIES[family]:
         raise bad(f"family {family!r} with strategy {strategy!r}")
+    if family in ("ranked", "maximal") and unit is not None:
+        # Written before strategies chose among the runs that fit the window (#17):
+        # continuing it would mix the old meaning into new output.
+        raise bad(f"a {strategy.upper()} query with a window from an older pycel (run it again)")
     return Plan(
         text=as_str(x.get("text"), "query text"),
         family=family,
