@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Flags, Int, Int32s, Ints
+
 
 @njit(cache=True)
-def _hashes(starts, ends, offsets, var_ids, positions):  # type: ignore[no-untyped-def]
+def _hashes(starts: Ints, ends: Ints, offsets: Ints, var_ids: Int32s, positions: Ints) -> Ints:
     n = starts.shape[0]
     out = np.empty(n, dtype=np.int64)
     for m in range(n):
@@ -24,7 +26,7 @@ def _hashes(starts, ends, offsets, var_ids, positions):  # type: ignore[no-untyp
 
 
 @njit(cache=True)
-def _same(offsets, var_ids, positions, a, b):  # type: ignore[no-untyped-def]
+def _same(offsets: Ints, var_ids: Int32s, positions: Ints, a: Int, b: Int) -> bool:
     la, lb = offsets[a + 1] - offsets[a], offsets[b + 1] - offsets[b]
     if la != lb:
         return False
@@ -37,7 +39,9 @@ def _same(offsets, var_ids, positions, a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _keep(order, starts, ends, hashes, offsets, var_ids, positions):  # type: ignore[no-untyped-def]
+def _keep(
+    order: Ints, starts: Ints, ends: Ints, hashes: Ints, offsets: Ints, var_ids: Int32s, positions: Ints
+) -> Flags:
     keep = np.ones(order.shape[0], dtype=np.bool_)
     group = 0
     for i in range(1, order.shape[0]):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Ints
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
@@ -77,10 +78,11 @@ from .store import (
     make_room,
     new_extend,
 )
+from .structs import BatchInput, DfaArrays, NodeStore, RankedStep, RawOutput
 
 
 @njit(cache=True)
-def _rank(new_r, fired, order, base):  # type: ignore[no-untyped-def]
+def _rank(new_r: Ints, fired: Int, order: Ints, base: Int) -> Int:
     """Replace the child ranks new_r[:fired] by new ranks base, base + 1, … in the
     (dense) order of the child ranks; return the next free rank."""
     for f in range(fired):  # insertion sort of the indices by child rank (fired is small)
@@ -101,7 +103,7 @@ def _rank(new_r, fired, order, base):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _next_entries(OL, new_r, fired, made):  # type: ignore[no-untyped-def]
+def _next_entries(OL: Ints, new_r: Ints, fired: Int, made: Ints) -> tuple[Ints, Int]:
     """Replace the parent entries new_r[:fired] (-1: a fresh run) by the entries of the
     new runs: one per distinct parent, right before it (a fresh run: at the end), pinned
     by one reference until the event is done. Return (OL, how many entries were made,
@@ -109,7 +111,7 @@ def _next_entries(OL, new_r, fired, made):  # type: ignore[no-untyped-def]
     count = 0
     for f in range(fired):
         parent = new_r[f]
-        entry = -1
+        entry: Int = -1
         for g in range(f):  # the same parent at the same event: the same position set
             if new_r[g] == parent:
                 entry = made[g]
@@ -127,15 +129,15 @@ def _next_entries(OL, new_r, fired, made):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _better(OL, next_mode, a, b):  # type: ignore[no-untyped-def]
+def _better(OL: Ints, next_mode: bool, a: Int, b: Int) -> bool:
     """Whether rank token ``a`` beats ``b`` (LAST: larger rank; NEXT: earlier entry)."""
     if next_mode:
-        return OL[O_LABEL, a] < OL[O_LABEL, b]
-    return a > b
+        return bool(OL[O_LABEL, a] < OL[O_LABEL, b])
+    return bool(a > b)
 
 
 @njit(cache=True)
-def _retire(HT, ctr, OL, fresh, d, k, alive):  # type: ignore[no-untyped-def]
+def _retire(HT: Ints, ctr: Ints, OL: Ints, fresh: Int, d: Int, k: Int, alive: Int) -> None:
     """NEXT with contiguity: move the fresh best set in H slot ``fresh`` (created at an
     older event, so it can only skip from now on) into state d's older best set, if it
     beats it; then empty the fresh slot (its reference moves or is dropped)."""
@@ -151,7 +153,10 @@ def _retire(HT, ctr, OL, fresh, d, k, alive):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _fire(E, ctr, HT, slot, pos, lab, d, new_x, new_d, new_r, fired):  # type: ignore[no-untyped-def]
+def _fire(
+    E: Ints, ctr: Ints, HT: Ints, slot: Int, pos: Int, lab: Int, d: Int,
+    new_x: Ints, new_d: Ints, new_r: Ints, fired: Int,
+) -> Int:  # fmt: skip
     """Extend the best set in H slot ``slot`` (-1: start a run) into state d."""
     if slot < 0:
         child, crank, ms = -1, -1, pos
@@ -164,16 +169,17 @@ def _fire(E, ctr, HT, slot, pos, lab, d, new_x, new_d, new_r, fired):  # type: i
 
 
 @njit(cache=True)
-def run_batch_last(  # type: ignore[no-untyped-def]
-    E, U, HT, ctr,
-    classes, keys, key_valid, lows, offset,
-    ptr, src, label, dst, final, extends, label_masks,
-    proj_mask, limit, consume,
-    aptr, asrc, alabel, adst, extends_gap, contiguous,
-    OL, next_mode,
-):
+def run_batch_last(
+    store: NodeStore, order: Ints, batch: BatchInput, tables: DfaArrays, next_mode: bool
+) -> RankedStep:
     """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
-    same arguments plus the order list ``OL``; the same results plus ``OL``)."""
+    same arguments plus the order list ``order``; the same results plus the order list)."""
+    E, U, HT, ctr, OL = store.E, store.U, store.HT, store.ctr, order
+    classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
+    offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
+    ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
+    extends, label_masks, contiguous = tables.extends, tables.label_masks, tables.contiguous
+    aptr, alabel, adst, asrc = tables.aptr, tables.alabel, tables.adst, tables.asrc
     n = classes.shape[0]
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
@@ -191,7 +197,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         c = classes[j]
         k = keys[j]
         window_lo = lows[j]
-        alive = 0  # runs that start before alive were consumed: they no longer exist
+        alive: Int = 0  # runs that start before alive were consumed: they no longer exist
         if consume == 1:
             alive = ctr[C_BARRIER] + 1
         elif consume == 2:
@@ -201,7 +207,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
         moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
         if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
             HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
-        prev = -1
+        prev: Int = -1
         if contiguous:
             prev = ht_get(HT, PREV, k)
             ht_put(HT, ctr, PREV, k, pos)
@@ -214,7 +220,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
             new_r = _grow(new_r, moves)
             order = _grow(order, 2 * moves)
         # (1) Extend the best set of every source state (δ_adj if it is adjacent).
-        fired = 0
+        fired: Int = 0
         for t in range(ptr[c], ptr[c + 1]):
             s = src[t]
             if s == 0:
@@ -233,7 +239,7 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 slot = ht_find(HT, asrc[t] | FRESH if split else asrc[t], k)
                 if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
                     fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
-        made = 0
+        made: Int = 0
         if next_mode:  # NEXT: each new run's entry in the order list
             OL, made = _next_entries(OL, new_r, fired, order)
         else:  # LAST: ranks above every older node, ordered (densely) by the child's rank
@@ -290,4 +296,5 @@ def run_batch_last(  # type: ignore[no-untyped-def]
                 HT[H_VAL, slot] = heap_insert(U, E, ctr, HT[H_VAL, slot], x, window_lo, pos)
         for g in range(made):  # unpin: the entries no best set took are freed
             release(OL, order[g], 1)
-    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent], OL
+    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+    return RankedStep(NodeStore(E, U, HT, ctr), OL, out)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Ints
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .store import (
     C_BARRIER,
@@ -45,6 +46,7 @@ from .store import (
     make_room,
     new_extend,
 )
+from .structs import BatchInput, MaxArrays, MaxStep, NodeStore, RawOutput
 
 #: The reserved H state of a key's block of pairs.
 ACTIVE = -4
@@ -60,7 +62,7 @@ def new_pair_arena(capacity: int = 1024) -> np.ndarray:
 
 
 @njit(cache=True)
-def _reserve(PS, HT, need):  # type: ignore[no-untyped-def]
+def _reserve(PS: Ints, HT: Ints, need: Int) -> Ints:
     """``PS`` with room for ``need`` more columns: full arenas are compacted (every key's
     current block is copied) and grown if the live blocks need it."""
     if PS[0, 0] + need <= PS.shape[1]:
@@ -85,15 +87,16 @@ def _reserve(PS, HT, need):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def run_batch_max(  # type: ignore[no-untyped-def]
-    E, U, HT, ctr, PS,
-    classes, keys, key_valid, lows, offset,
-    mark_ptr, mark_label, mark_dst, mark_out, skip_dst, initial, inert, n_pairs, label_masks,
-    proj_mask, limit, consume,
-):
+def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxArrays) -> MaxStep:
     """Process one batch under MAX; return the (possibly grown) store, pair arena and the
     matches found (the arguments mean what they mean for
     :func:`pycel.jit.runtime.run_batch`; the tables are :class:`pycel.plan.maximal.MaxTables`)."""
+    E, U, HT, ctr, PS = store.E, store.U, store.HT, store.ctr, pairs
+    classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
+    offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
+    mark_ptr, mark_label, mark_dst = tables.mark_ptr, tables.mark_label, tables.mark_dst
+    mark_out, skip_dst, initial, inert = tables.mark_out, tables.skip_dst, tables.initial, tables.inert
+    n_pairs, label_masks = tables.n_pairs, tables.label_masks
     n = classes.shape[0]
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     cur_p = np.empty(16, dtype=np.int64)  # the key's pairs and roots
@@ -183,7 +186,7 @@ def run_batch_max(  # type: ignore[no-untyped-def]
             d = mv_dst[f]
             if d < 0:
                 continue
-            root = -1
+            root: Int = -1
             for g in range(f, m):
                 if mv_dst[g] != d:
                     continue
@@ -206,4 +209,5 @@ def run_batch_max(  # type: ignore[no-untyped-def]
         HT[H_VAL, slot] = free
         HT[H_RANK, slot] = written
         HT[H_POS, slot] = pos
-    return E, U, HT, PS, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
+    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+    return MaxStep(NodeStore(E, U, HT, ctr), PS, out)

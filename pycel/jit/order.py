@@ -20,12 +20,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Ints
+
 O_NEXT, O_PREV, O_LABEL, O_REFS = 0, 1, 2, 3
 TOP = 1 << 62  # the sentinel's label: above every entry
 
 
 @njit(cache=True)
-def new_order(capacity: int = 64):  # type: ignore[no-untyped-def]
+def new_order(capacity: int = 64) -> Ints:
     """An empty list (the sentinel, and every other entry free)."""
     OL = np.zeros((4, capacity), dtype=np.int64)
     OL[O_LABEL, 0] = TOP
@@ -36,7 +38,7 @@ def new_order(capacity: int = 64):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _alloc(OL):  # type: ignore[no-untyped-def]
+def _alloc(OL: Ints) -> tuple[Ints, Int]:
     """(OL, a free entry), doubling the array when none is left."""
     if OL[O_REFS, 0] == 0:
         cap = OL.shape[1]
@@ -52,7 +54,7 @@ def _alloc(OL):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _relabel(OL):  # type: ignore[no-untyped-def]
+def _relabel(OL: Ints) -> None:
     """Spread the labels evenly over (0, TOP)."""
     n = 0
     e = OL[O_NEXT, 0]
@@ -69,7 +71,7 @@ def _relabel(OL):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def insert_before(OL, at):  # type: ignore[no-untyped-def]
+def insert_before(OL: Ints, at: Int) -> tuple[Ints, Int]:
     """(OL, a new entry placed right before entry ``at``; 0: at the end), unreferenced."""
     OL, e = _alloc(OL)
     before = OL[O_PREV, at]
@@ -86,7 +88,7 @@ def insert_before(OL, at):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def release(OL, e, count):  # type: ignore[no-untyped-def]
+def release(OL: Ints, e: Int, count: Int) -> None:
     """Drop ``count`` references to entry ``e``; unlink and free it when none is left."""
     OL[O_REFS, e] -= count
     if OL[O_REFS, e] > 0:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Int32s, Ints
 from .enumerate import _grow, _seen_before, emit_match, max_label_count, new_buffers
 from .store import (
     C_U_NEXT,
@@ -37,6 +38,7 @@ from .store import (
     live,
     make_room,
 )
+from .structs import HcqArrays, HcqInput, NodeStore, RawOutput, Step
 
 # Extend-node rows beyond the store's four: the child count and children 2-4 (the first
 # child is the store's E_CHILD row).
@@ -51,13 +53,16 @@ def new_arena(capacity: int = 1024) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def _child(E, node, c):  # type: ignore[no-untyped-def]
+def _child(E: Ints, node: Int, c: Int) -> Int:
     row = 2 if c == 0 else 4 + c
-    return E[row, node]
+    value: Int = E[row, node]
+    return value
 
 
 @njit(cache=True)
-def _open(E, node, rest, cell_h, cell_next, ncell):  # type: ignore[no-untyped-def]
+def _open(
+    E: Ints, node: Int, rest: Int, cell_h: Ints, cell_next: Ints, ncell: Int
+) -> tuple[Int, Ints, Ints, Int]:
     """Prepend extend node ``node``'s child heaps to the open list ``rest`` (scratch cells)."""
     es = node & (E.shape[1] - 1)
     if ncell + E[E_NCH, es] > cell_h.shape[0]:
@@ -72,7 +77,7 @@ def _open(E, node, rest, cell_h, cell_next, ncell):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True)
-def _sort_entries(out_var, out_pos, lo, hi):  # type: ignore[no-untyped-def]
+def _sort_entries(out_var: Int32s, out_pos: Ints, lo: Int, hi: Int) -> None:
     """Order one match's entries as the chain enumerator does (latest position first,
     then by variable), so that equal matches have equal entry sequences."""
     for i in range(lo + 1, hi):
@@ -85,10 +90,11 @@ def _sort_entries(out_var, out_pos, lo, hi):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _enumerate_tree(  # type: ignore[no-untyped-def]
-    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-    out_se, out_off, out_var, out_pos, n_out, n_ent, seen, first,
-):
+def _enumerate_tree(
+    x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints, proj_mask: Int,
+    max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int,
+    seen: Ints, first: Int,
+) -> tuple[Ints, Ints, Int32s, Ints, Int, Int, Ints, Int]:  # fmt: skip
     """Write the matches below extend node ``x`` (at most ``budget``); see the module doc.
     Under a projection, repeats of this end's matches are taken back (as in
     :func:`pycel.jit.enumerate._enumerate`)."""
@@ -158,15 +164,18 @@ def _enumerate_tree(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def run_batch_hcq(  # type: ignore[no-untyped-def]
-    E, U, HT, ctr, bits, keys, key_valid, same_ok, lows, offset,
-    mask, dst, final, same, nkids, kids, kid_combo, dst_combo, label_masks, proj_mask, limit,
-):
-    """Process one batch: ``bits[j]`` the atoms event j may be read as; ``keys[c, j]``
-    (valid where ``key_valid``) its key under combo c; ``same_ok[s, j]`` whether it holds
-    the attribute equalities s of a merged read. Transition t reads the atoms of
-    ``mask[t]`` and writes label set t. Node 0 is the root (never indexed). Returns the
-    store and the matches."""
+def run_batch_hcq(store: NodeStore, batch: HcqInput, tables: HcqArrays) -> Step:
+    """Process one batch: ``batch.bits[j]`` the atoms event j may be read as;
+    ``batch.keys[c, j]`` (valid where ``batch.key_valid``) its key under combo c;
+    ``batch.same_ok[s, j]`` whether it holds the attribute equalities s of a merged read.
+    Transition t reads the atoms of ``tables.mask[t]`` and writes label set t. Node 0 is
+    the root (never indexed). Returns the store and the matches."""
+    E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
+    bits, keys, key_valid, same_ok = batch.bits, batch.keys, batch.key_valid, batch.same_ok
+    lows, offset, proj_mask, limit = batch.window_starts, batch.offset, batch.projection_mask, batch.limit
+    mask, dst, final, same, nkids = tables.mask, tables.dst, tables.final, tables.same, tables.nkids
+    kids, kid_combo, dst_combo = tables.kids, tables.kid_combo, tables.dst_combo
+    label_masks = tables.label_masks
     n = bits.shape[0]
     n_trans = mask.shape[0]
     out_se, out_off, out_var, out_pos, _path, _sh, _sd, seen = new_buffers(label_masks, proj_mask)
@@ -174,8 +183,8 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
     new_d = np.empty(64, dtype=np.int64)
     new_t = np.empty(64, dtype=np.int64)
     ch = np.empty(4, dtype=np.int64)
-    n_out = 0
-    n_ent = 0
+    n_out: Int = 0
+    n_ent: Int = 0
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
     for j in range(n):
@@ -230,7 +239,7 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
             new_x[fired], new_d[fired], new_t[fired] = node, dst[t], t
             fired += 1
         # (2) Enumerate the matches completed here.
-        emitted = 0
+        emitted: Int = 0
         first = n_out
         for f in range(fired):
             if final[new_t[f]] and emitted < budget_all:
@@ -247,4 +256,5 @@ def run_batch_hcq(  # type: ignore[no-untyped-def]
             d = new_d[f]
             key = keys[k, j]
             ht_put(HT, ctr, d, key, heap_insert(U, E, ctr, ht_get(HT, d, key), new_x[f], lo, pos))
-    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
+    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+    return Step(NodeStore(E, U, HT, ctr), out)

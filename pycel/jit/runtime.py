@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Ints
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .store import (
     BARRIER,
@@ -50,12 +51,15 @@ from .store import (
     make_room,
     new_extend,
 )
+from .structs import BatchInput, DfaArrays, NodeStore, RawOutput, Step
 
 CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
 
 @njit(cache=True)
-def _insert(U, E, ctr, root, x, lo, pos, window_lo):  # type: ignore[no-untyped-def]
+def _insert(
+    U: Ints, E: Ints, ctr: Ints, root: Int, x: Int, lo: Int, pos: Int, window_lo: Int
+) -> tuple[Ints, Int]:
     """(U, heap_insert(root, x)) with room made first (an insertion is at most one level
     deeper than the deepest so far)."""
     need = ctr[C_MAX_DEPTH] + 2
@@ -65,7 +69,9 @@ def _insert(U, E, ctr, root, x, lo, pos, window_lo):  # type: ignore[no-untyped-
 
 
 @njit(cache=True)
-def _merge(U, E, ctr, root, other, lo, pos, window_lo, stack):  # type: ignore[no-untyped-def]
+def _merge(
+    U: Ints, E: Ints, ctr: Ints, root: Int, other: Int, lo: Int, pos: Int, window_lo: Int, stack: Ints
+) -> tuple[Ints, Int, Ints]:
     """(U, root ∪ contents of heap ``other`` inside the window, stack); ``other`` is small
     (the nodes of one event)."""
     top = 0
@@ -90,7 +96,10 @@ def _merge(U, E, ctr, root, other, lo, pos, window_lo, stack):  # type: ignore[n
 
 
 @njit(cache=True, inline="always")
-def _fire(E, U, ctr, pos, lab, d, h, lo, new_x, new_d, fired):  # type: ignore[no-untyped-def]
+def _fire(
+    E: Ints, U: Ints, ctr: Ints, pos: Int, lab: Int, d: Int, h: Int, lo: Int,
+    new_x: Ints, new_d: Ints, fired: Int,
+) -> Int:  # fmt: skip
     """Extend the runs of heap ``h`` (-1: start a run) into state d; return the new count."""
     if h < 0:
         ms = pos
@@ -106,19 +115,21 @@ def _fire(E, U, ctr, pos, lab, d, h, lo, new_x, new_d, fired):  # type: ignore[n
 
 
 @njit(cache=True)
-def run_batch(  # type: ignore[no-untyped-def]
-    E, U, HT, ctr,
-    classes, keys, key_valid, lows, offset,
-    ptr, src, label, dst, final, extends, label_masks,
-    proj_mask, limit, consume,
-    aptr, asrc, alabel, adst, extends_gap, contiguous,
-):
+def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
     """Process one batch; return the (possibly grown) store and the matches found.
 
-    ``lows[j]``: the window start for the event at position ``offset + j``; ``limit``:
-    matches per end position (-1: all); ``consume``: 0 none, 1 any, 2 partition;
-    ``contiguous``: whether δ_adj (``aptr``…) is in use.
+    ``batch.window_starts[j]``: the window start for the event at position
+    ``batch.offset + j``; ``batch.limit``: matches per end position (-1: all);
+    ``batch.consume``: 0 none, 1 any, 2 partition; ``tables.contiguous``: whether δ_adj
+    (``tables.aptr``…) is in use.
     """
+    E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
+    classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
+    offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
+    ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
+    extends, extends_gap, contiguous = tables.extends, tables.extends_gap, tables.contiguous
+    label_masks = tables.label_masks
+    aptr, asrc, alabel, adst = tables.aptr, tables.asrc, tables.alabel, tables.adst
     n = classes.shape[0]
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
@@ -143,7 +154,7 @@ def run_batch(  # type: ignore[no-untyped-def]
                 lo = b + 1
         first, last_t = ptr[c], ptr[c + 1]
         moves = last_t - first
-        prev = -1
+        prev: Int = -1
         if contiguous:
             moves = 2 * moves + aptr[c + 1] - aptr[c]
             # Every event of the partition moves its previous position, even one that
@@ -164,7 +175,7 @@ def run_batch(  # type: ignore[no-untyped-def]
             new_d = _grow(new_d, moves)
         umask = U.shape[1] - 1
         # (1) Fire transitions: read H (earlier positions only).
-        fired = 0
+        fired: Int = 0
         for t in range(first, last_t):
             s = src[t]
             if s == 0:
@@ -218,7 +229,8 @@ def run_batch(  # type: ignore[no-untyped-def]
                 fresh = -1
             U, root = _insert(U, E, ctr, fresh, new_x[f], lo, pos, window_lo)
             ht_put(HT, ctr, d | FRESH, k, root)
-    return E, U, HT, out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent]
+    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+    return Step(NodeStore(E, U, HT, ctr), out)
 
 
 def live_counts(

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arrays import Int, Ints
+
 # Extend node rows
 E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
 # Heap node rows
@@ -50,21 +52,21 @@ def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 @njit(cache=True, inline="always")
-def live(A, next_id, node):  # type: ignore[no-untyped-def]
-    return node >= 0 and node >= next_id - A.shape[1]
+def live(A: Ints, next_id: Int, node: Int) -> bool:
+    return bool(node >= 0 and node >= next_id - A.shape[1])
 
 
 @njit(cache=True, inline="always")
-def has_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-def]
+def has_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> bool:
     """Whether ``need`` new nodes fit without overwriting one created at or after ``lo``
     (ids are allocated in creation order, so checking the newest overwritten one suffices)."""
     cap = A.shape[1]
     oldest = next_id + need - 1 - cap
-    return oldest < 0 or A[created_row, oldest & (cap - 1)] < lo
+    return bool(oldest < 0 or A[created_row, oldest & (cap - 1)] < lo)
 
 
 @njit(cache=True)
-def ensure_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-def]
+def ensure_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> Ints:
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
     ``lo`` (doubling and moving the live ids when needed)."""
     cap = A.shape[1]
@@ -83,7 +85,7 @@ def ensure_room(A, next_id, need, created_row, lo):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True, inline="always")
-def make_room(E, U, ctr, moves, lo):  # type: ignore[no-untyped-def]
+def make_room(E: Ints, U: Ints, ctr: Ints, moves: Int, lo: Int) -> tuple[Ints, Ints]:
     """Arenas with room for one event's nodes (``moves`` fired transitions: an extend
     node each, and a heap insertion each at most one level deeper than any before), so
     nothing moves while the event is processed. Inlined: the check runs per event, the
@@ -97,8 +99,8 @@ def make_room(E, U, ctr, moves, lo):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def new_extend(E, ctr, pos, label, child, ms):  # type: ignore[no-untyped-def]
-    node = ctr[C_E_NEXT]
+def new_extend(E: Ints, ctr: Ints, pos: Int, label: Int, child: Int, ms: Int) -> Int:
+    node: Int = ctr[C_E_NEXT]
     ctr[C_E_NEXT] += 1
     s = node & (E.shape[1] - 1)
     E[E_POS, s] = pos
@@ -109,7 +111,7 @@ def new_extend(E, ctr, pos, label, child, ms):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def heap_insert(U, E, ctr, root, x, lo, pos):  # type: ignore[no-untyped-def]
+def heap_insert(U: Ints, E: Ints, ctr: Ints, root: Int, x: Int, lo: Int, pos: Int) -> Int:
     """A new heap root for {x} ∪ root, keeping ``root`` intact (path copying).
 
     Contents sift down along the direction bits, so the slot at depth d is rewritten once
@@ -117,7 +119,7 @@ def heap_insert(U, E, ctr, root, x, lo, pos):  # type: ignore[no-untyped-def]
     """
     ucap = U.shape[1]
     ecap = E.shape[1]
-    new_root = ctr[C_U_NEXT]
+    new_root: Int = ctr[C_U_NEXT]
     ctr[C_U_NEXT] += 1
     cur = new_root
     u = root
@@ -166,14 +168,14 @@ def heap_insert(U, E, ctr, root, x, lo, pos):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _hash(state, key, mask):  # type: ignore[no-untyped-def]
+def _hash(state: Int, key: Int, mask: Int) -> Int:
     h = (state * 0x9E3779B1 + key * 0x85EBCA77) & 0x7FFFFFFFFFFFFFFF
     h ^= h >> 29
     return h & mask
 
 
 @njit(cache=True)
-def ht_find(HT, state, key):  # type: ignore[no-untyped-def]
+def ht_find(HT: Ints, state: Int, key: Int) -> Int:
     """The slot of (state, key), or -1."""
     mask = HT.shape[1] - 1
     s = _hash(state, key, mask)
@@ -185,14 +187,14 @@ def ht_find(HT, state, key):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def ht_get(HT, state, key):  # type: ignore[no-untyped-def]
+def ht_get(HT: Ints, state: Int, key: Int) -> Int:
     """The value stored for (state, key), or -1."""
     s = ht_find(HT, state, key)
     return -1 if s < 0 else HT[H_VAL, s]
 
 
 @njit(cache=True)
-def ht_slot(HT, ctr, state, key):  # type: ignore[no-untyped-def]
+def ht_slot(HT: Ints, ctr: Ints, state: Int, key: Int) -> Int:
     """The slot of (state, key), created (value -1) if missing; the caller ensures room."""
     mask = HT.shape[1] - 1
     s = _hash(state, key, mask)
@@ -208,12 +210,12 @@ def ht_slot(HT, ctr, state, key):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def ht_put(HT, ctr, state, key, value):  # type: ignore[no-untyped-def]
+def ht_put(HT: Ints, ctr: Ints, state: Int, key: Int, value: Int) -> None:
     HT[H_VAL, ht_slot(HT, ctr, state, key)] = value
 
 
 @njit(cache=True, inline="always")
-def _entry_alive(HT, U, ctr, s, lo, keep_all):  # type: ignore[no-untyped-def]
+def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) -> bool:
     """Whether H slot ``s`` holds a reserved position (barrier, previous event) or a heap
     root still inside the window; with ``keep_all``, whether it holds anything."""
     st = HT[H_STATE, s]
@@ -223,12 +225,12 @@ def _entry_alive(HT, U, ctr, s, lo, keep_all):  # type: ignore[no-untyped-def]
         return True
     v = HT[H_VAL, s]
     if st < 0:  # a reserved entry holds a position
-        return v >= lo
-    return live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo
+        return bool(v >= lo)
+    return bool(live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo)
 
 
 @njit(cache=True)
-def ht_rebuild(HT, U, ctr, lo, room, keep_all=False):  # type: ignore[no-untyped-def]
+def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: bool = False) -> Ints:
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
     window, stale positions) are dropped unless ``keep_all``, and the table grows only if
     the live ones need it."""

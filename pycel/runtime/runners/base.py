@@ -34,6 +34,7 @@ from pycel.jit.store import (
     N_COUNTERS,
     new_store,
 )
+from pycel.jit.structs import BatchInput, NodeStore, RawOutput, batch_input, ints
 from pycel.runtime.snapshot.plan import Json, as_list, bad
 from pycel.runtime.snapshot.tables import Reader, Writer, in_range
 
@@ -76,9 +77,18 @@ class RawMatches:
     positions: Ints
 
     @classmethod
-    def of(cls, se: Ints, offsets: Ints, var_ids: Any, positions: Ints) -> RawMatches:
-        """From a kernel's output (``se``: starts and ends interleaved)."""
-        return cls(se[0::2].copy(), se[1::2].copy(), offsets, var_ids, positions)
+    def of(cls, out: RawOutput) -> RawMatches:
+        """From a loop's output (``out.se``: starts and ends interleaved)."""
+        return cls(out.se[0::2].copy(), out.se[1::2].copy(), out.offsets, out.var_ids, out.positions)
+
+
+def loop_input(batch: PreparedBatch, classes: Any) -> BatchInput:
+    """The batch as the loops over a determinized automaton read it (``classes``: each
+    event's class id)."""
+    return batch_input(
+        classes, batch.keys, batch.key_valid, batch.window_starts,
+        batch.offset, batch.projection_mask, batch.limit, batch.consume,
+    )  # fmt: skip
 
 
 class Runner(Protocol):
@@ -119,6 +129,14 @@ class Store:
     @classmethod
     def new(cls) -> Store:
         return cls(*new_store())
+
+    def nodes(self) -> NodeStore:
+        """The arrays as the loops take them (:class:`pycel.jit.structs.NodeStore`)."""
+        return NodeStore(ints(self.E), ints(self.U), ints(self.HT), ints(self.ctr))
+
+    def keep(self, nodes: NodeStore) -> None:
+        """Take the store a loop returned (its arrays may have grown)."""
+        self.E, self.U, self.HT, self.ctr = nodes
 
     def save(self, w: Writer) -> Json:
         return [w.add(a, np.int64) for a in (self.E, self.U, self.HT, self.ctr)]

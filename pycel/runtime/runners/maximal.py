@@ -19,13 +19,14 @@ import numpy as np
 
 from pycel.jit.maximal import ACTIVE, new_pair_arena, run_batch_max
 from pycel.jit.store import EMPTY, H_RANK, H_STATE, H_VAL
+from pycel.jit.structs import MaxArrays, flags, ints
 from pycel.plan.maximal import MaxDfa
 from pycel.plan.planner import Plan
 from pycel.runtime.predicates import ClassTable
 from pycel.runtime.snapshot.plan import Json, as_dict, bad
 from pycel.runtime.snapshot.tables import Reader, Writer, in_range, max_in, max_out
 
-from .base import PreparedBatch, RawMatches, Store, power_of_two_columns
+from .base import PreparedBatch, RawMatches, Store, loop_input, power_of_two_columns
 from .classes import load_classes, save_classes
 
 
@@ -45,15 +46,14 @@ class MaximalRunner:
         class_ids = self.classes.classify(batch.bits)
         self.max_dfa.expand(self.classes.bits)
         t = self.max_dfa.tables()
-        s = self.store
-        s.E, s.U, s.HT, self.pairs, se, off, var, pos = run_batch_max(
-            s.E, s.U, s.HT, s.ctr, self.pairs,
-            class_ids, batch.keys, batch.key_valid, batch.window_starts, np.int64(batch.offset),
-            t.mark_ptr, t.mark_label, t.mark_dst, t.mark_out, t.skip_dst, t.initial, t.inert,
-            np.int64(t.n_pairs), t.label_masks,
-            np.int64(batch.projection_mask), np.int64(batch.limit), np.int64(batch.consume),
+        tables = MaxArrays(
+            ints(t.mark_ptr), ints(t.mark_label), ints(t.mark_dst), flags(t.mark_out), ints(t.skip_dst),
+            flags(t.initial), flags(t.inert), np.int64(t.n_pairs), ints(t.label_masks),
         )  # fmt: skip
-        return RawMatches.of(se, off, var, pos)
+        step = run_batch_max(self.store.nodes(), ints(self.pairs), loop_input(batch, class_ids), tables)
+        self.store.keep(step.store)
+        self.pairs = step.pairs
+        return RawMatches.of(step.out)
 
     def forget(self, window_start: int) -> None:
         pass  # the pair arena compacts itself

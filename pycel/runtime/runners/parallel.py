@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from pycel.data.ingest import EventBatch
 from pycel.jit.pcea import E_NCH, E_ROWS, new_arena, run_batch_hcq
+from pycel.jit.structs import HcqArrays, hcq_input, ints
 from pycel.plan.hcq import HcqPlan, transition_arrays
 from pycel.plan.planner import Plan
 from pycel.runtime.keys import TupleIds, key_values
@@ -51,22 +52,25 @@ class ParallelRunner:
         """The transitions as flat arrays, computed once per runner."""
         self.arrays = transition_arrays(hcq)
         variables = self.plan.variables
-        self.label_masks = np.array(
-            [sum(1 << variables.index(hcq.atoms[i].var) for i in t.reads) for t in hcq.transitions],
-            dtype=np.int64,
-        )
+        a = self.arrays
+        label_masks = [sum(1 << variables.index(hcq.atoms[i].var) for i in t.reads) for t in hcq.transitions]
+        self.tables = HcqArrays(
+            ints(a["mask"]), ints(a["dst"]), ints(a["final"]), ints(a["same"]), ints(a["nkids"]),
+            ints(a["kids"]), ints(a["kid_combo"]), ints(a["dst_combo"]), ints(label_masks),
+        )  # fmt: skip
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
-        a = self.arrays
         keys, key_valid, same_ok = self._combo_keys(batch.batch)
-        s = self.store
-        s.E, s.U, s.HT, se, off, var, pos = run_batch_hcq(
-            s.E, s.U, s.HT, s.ctr, batch.bits, keys, key_valid, same_ok, batch.window_starts,
-            np.int64(batch.offset), a["mask"], a["dst"], a["final"], a["same"],
-            a["nkids"], a["kids"], a["kid_combo"], a["dst_combo"], self.label_masks,
-            np.int64(batch.projection_mask), np.int64(batch.limit),
+        step = run_batch_hcq(
+            self.store.nodes(),
+            hcq_input(
+                batch.bits, keys, key_valid, same_ok, batch.window_starts,
+                batch.offset, batch.projection_mask, batch.limit,
+            ),
+            self.tables,
         )  # fmt: skip
-        return RawMatches.of(se, off, var, pos)
+        self.store.keep(step.store)
+        return RawMatches.of(step.out)
 
     def _combo_keys(self, batch: EventBatch) -> tuple[Ints, Mask, Mask]:
         """Per key combo, each event's key (a tuple of several values gets an id stable

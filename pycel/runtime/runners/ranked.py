@@ -20,12 +20,13 @@ import numpy as np
 from pycel.jit.last import run_batch_last
 from pycel.jit.order import O_NEXT, O_PREV, new_order
 from pycel.jit.store import EMPTY, H_RANK, H_STATE
+from pycel.jit.structs import ints
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
 from pycel.runtime.snapshot.plan import Json, as_dict
 from pycel.runtime.snapshot.tables import Reader, Writer, in_range
 
-from .base import PreparedBatch, RawMatches, power_of_two_columns
+from .base import PreparedBatch, RawMatches, loop_input, power_of_two_columns
 from .sequential import SequentialRunner
 
 
@@ -40,12 +41,13 @@ class RankedRunner(SequentialRunner):
         self.order = new_order()
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
-        s = self.store
         next_mode = self.plan.strategy == "next"
-        arguments = (*self._arguments(batch, class_ids, t), self.order, next_mode)
-        *out, self.order = run_batch_last(*arguments)
-        s.E, s.U, s.HT, se, off, var, pos = out
-        return RawMatches.of(se, off, var, pos)
+        step = run_batch_last(
+            self.store.nodes(), ints(self.order), loop_input(batch, class_ids), self._arrays(t), next_mode
+        )
+        self.store.keep(step.store)
+        self.order = step.order
+        return RawMatches.of(step.out)
 
     def save(self, w: Writer) -> Json:
         return {**super().save(w), "order": w.add(self.order, np.int64)}

@@ -16,17 +16,25 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from pycel.jit.runtime import run_batch
+from pycel.jit.structs import DfaArrays, flags, ints
 from pycel.plan.determinize import Dfa, DfaTables
 from pycel.plan.planner import Plan
 from pycel.runtime.predicates import ClassTable
 from pycel.runtime.snapshot.plan import Json, as_dict
 from pycel.runtime.snapshot.tables import Reader, Writer, dfa_in, dfa_out
 
-from .base import PreparedBatch, RawMatches, Store
+from .base import PreparedBatch, RawMatches, Store, loop_input
 from .classes import load_classes, save_classes
+
+
+def dfa_arrays(t: DfaTables, contiguous: bool) -> DfaArrays:
+    """The determinized automaton's tables with every field of its fixed type."""
+    return DfaArrays(
+        ints(t.ptr), ints(t.src), ints(t.label), ints(t.dst), flags(t.final), flags(t.extends),
+        ints(t.label_masks), ints(t.aptr), ints(t.asrc), ints(t.alabel), ints(t.adst),
+        flags(t.extends_gap), bool(contiguous),
+    )  # fmt: skip
 
 
 class SequentialRunner:
@@ -39,6 +47,7 @@ class SequentialRunner:
         self.classes = ClassTable()
         self.dfa = Dfa(plan.nfa)
         self.store = Store.new()
+        self._arrays_of: DfaTables | None = None
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
         class_ids = self.classes.classify(batch.bits)
@@ -46,20 +55,16 @@ class SequentialRunner:
         return self._run(batch, class_ids, self.dfa.tables())
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
-        s = self.store
-        s.E, s.U, s.HT, se, off, var, pos = run_batch(*self._arguments(batch, class_ids, t))
-        return RawMatches.of(se, off, var, pos)
+        step = run_batch(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
+        self.store.keep(step.store)
+        return RawMatches.of(step.out)
 
-    def _arguments(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> tuple[Any, ...]:
-        """The loop's arguments (shared with the ranked runner's loop)."""
-        s = self.store
-        return (
-            s.E, s.U, s.HT, s.ctr,
-            class_ids, batch.keys, batch.key_valid, batch.window_starts, np.int64(batch.offset),
-            t.ptr, t.src, t.label, t.dst, t.final, t.extends, t.label_masks,
-            np.int64(batch.projection_mask), np.int64(batch.limit), np.int64(batch.consume),
-            t.aptr, t.asrc, t.alabel, t.adst, t.extends_gap, self.dfa.contiguous,
-        )  # fmt: skip
+    def _arrays(self, t: DfaTables) -> DfaArrays:
+        """The tables as the loops read them (shared with the ranked runner's loop),
+        converted again only when the automaton grew."""
+        if self._arrays_of is not t:
+            self._arrays_of, self._loop_tables = t, dfa_arrays(t, self.dfa.contiguous)
+        return self._loop_tables
 
     def forget(self, window_start: int) -> None:
         pass  # the store recycles what left the window itself
@@ -80,6 +85,7 @@ class SequentialRunner:
         runner.dfa = dfa_in(r, x.get("dfa"), plan.nfa)
         runner.classes = load_classes(r, x.get("classes"), runner.dfa.class_bits)
         runner.store = Store.load(r, x.get("store"), 4, len(runner.dfa.labels.sets))
+        runner._arrays_of = None
         return runner
 
     def stats(self, window_start: int) -> dict[str, int]:
