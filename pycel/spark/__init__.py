@@ -80,10 +80,11 @@ def detect(
     holds them. Patterns with ``partition_by``, or an equality join every event takes
     part in, run one group per key (``groupBy(keys).applyInPandas``); others run as a
     single group. A windowed pattern (count or time window) under ALL or STRICT
-    without CONSUME BY, that would run as one group, is cut into position ranges
-    evaluated in parallel, each also reading the window's span before it (see
-    docs/spark.md): ``ranges`` sets how many (default: from the number of events and
-    the cluster's cores; 1: one group).
+    without CONSUME BY or LIMIT is cut into position ranges evaluated in parallel, each
+    also reading the window's span before it (see docs/spark.md): the whole stream when
+    it would run as one group, else the keys holding more than one range's share of
+    the events. ``ranges`` sets how many (default: from the number of events and the
+    cluster's cores; 1: no cut).
 
     Streaming DataFrames: ``position_column`` is required (positions increasing in
     arrival order per key); each key's engine state lives in Spark's state store, so a

@@ -38,7 +38,8 @@ _SHOWN_DUPLICATES = 5
 
 
 class SingleGroupWarning(UserWarning):
-    """An unpartitioned pattern ran a large input as one group, on one core."""
+    """An unpartitioned pattern ran a large input as one group, on one core; or
+    ``ranges=`` was refused for a pattern whose clauses look before its window."""
 
 
 def with_positions(df: DataFrame, order_by: str | Sequence[str], column: str = "position") -> DataFrame:
