@@ -40,6 +40,8 @@ NESTED = (q0 & q1 & q2).where((q0.x == q1.x) & (q1.x == q2.x) & (q1.y == q2.y))
         (pycel.seq(q0, pycel.plus(q1)).strategy("any"), "sequential"),
         (pycel.seq(q0, q1).strategy("last"), "ranked"),
         (pycel.seq(q0, q1).strategy("next"), "ranked"),
+        (pycel.seq(q0, q1).strategy("next").within(events=3), "windowed"),
+        (pycel.seq(q0, q1).strategy("max").within(events=3), "windowed"),
         (pycel.seq(q0, pycel.plus(q1), q2).strategy("max"), "maximal"),
         (NESTED, "parallel"),
         (NESTED.within(events=5).limit(1), "parallel"),
@@ -94,6 +96,8 @@ def _by_refusal(pattern: Pattern) -> str:
         if spec.strategy in ("all", "any") and spec.consume == "none" and plan_hcq(body, spec.partition):
             return "parallel"
         raise
+    if spec.strategy in ("last", "next", "max") and spec.window is not None:
+        return "windowed"  # the strategy chooses among the matches that fit the window
     return {"max": "maximal", "last": "ranked", "next": "ranked"}.get(spec.strategy, "sequential")
 
 

@@ -30,7 +30,7 @@ from pycel.errors import DataError
 from .batch import DEFAULT_TYPE_COLUMN, EventBatch, Schema, all_event_types, declared_attributes
 from .frames import frame_to_batch
 from .rows import rows_to_batch
-from .values import check_value, int_problem
+from .values import int_problem
 
 __all__ = [
     "DEFAULT_TYPE_COLUMN",
@@ -68,11 +68,6 @@ def to_batch(
     if hasattr(data, "to_pydict") or hasattr(data, "columns") and hasattr(data, "iloc"):
         return frame_to_batch(data, schema, type_column=type_column, offset=offset, columns=columns)
     return rows_to_batch(data, schema, type_column=type_column, offset=offset, columns=columns)
-
-
-def _check_value(value: Any, dtype: str, row: int, column: str, schema: Schema) -> Any:
-    """(Kept for ``pycel.runtime.predicates``: use :func:`pycel.data.values.check_value`.)"""
-    return check_value(value, dtype, row, column)
 
 
 def check_input_columns(given: Collection[str] | None, reads: Mapping[str, str]) -> None:

@@ -26,7 +26,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from pycel.data.ingest import EventBatch, _check_value
+from pycel.data.ingest import EventBatch
+from pycel.data.values import check_value
 from pycel.errors import DataError
 from pycel.language.expr import (
     Arith,
@@ -154,7 +155,7 @@ def _value(e: Expr[Any], batch: EventBatch, log: Overflows) -> tuple[np.ndarray[
     if isinstance(e, Const):
         value = e.value
         if e.dtype == "time" and isinstance(value, datetime):
-            value = _check_value(value, "time", 0, "", batch.schema)
+            value = check_value(value, "time", 0, "")
         if e.dtype == "str":
             # Strings compare as dictionary codes; -2 matches no code (and no null).
             value = batch.schema.string_codes.get(value, -2)

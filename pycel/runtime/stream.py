@@ -86,12 +86,15 @@ class Stream:
         Example: ``stream.push([Sell(name="INTC", price=10.0), Buy(name="QQQ", price=9.5)])``
         """
         began = time.perf_counter()
+        reads = columns_read_by(self.plan)
+        # Only the attributes the query reads are encoded; the others are checked and kept
+        # as given (decoded when a match's events are shown).
         batch = data if isinstance(data, EventBatch) else to_batch(
-            data, self.schema.copy(), type_column=type_column, offset=self.offset
+            data, self.schema.copy(), type_column=type_column, offset=self.offset, columns=reads
         )
         if isinstance(data, EventBatch) and data.offset != self.offset:
             raise DataError(f"batch starts at position {data.offset}, expected {self.offset}")
-        check_input_columns(batch.input_columns, columns_read_by(self.plan))
+        check_input_columns(batch.input_columns, reads)
         # A post-filter's integer overflow is found only once the matches are enumerated,
         # after the automaton advanced: keep the state to put back (a failed push changes
         # nothing). Only queries whose post-filters do integer arithmetic pay for it.
@@ -242,7 +245,8 @@ class Stream:
 
     def _forget_keys(self, window_start: int) -> None:
         """Forget the key tuples that left every window (memory follows the window). Not
-        under LAST, NEXT or MAX, whose choices look at runs before the window."""
+        when the runner's choices look at runs before the window (LAST, NEXT, MAX without
+        a window, which never forget anyway)."""
         self.runner.forget(window_start)
         if not self.runner.looks_before_window:
             self.key_tuples.forget(window_start)
