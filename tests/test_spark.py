@@ -111,22 +111,22 @@ def test_groups_follow_partition_or_a_join_key() -> None:
     assert grouping(pycel.compile((s >> b).where(s.volume == b.price))) == []
 
 
-def test_window_expiry_is_off_under_strategies_that_choose_before_the_window() -> None:
-    """A key silent for longer than the window can still have an old run that beats or
-    contains every new one under LAST, NEXT and MAX, so the window does not expire it."""
+def test_window_expires_state_under_every_strategy() -> None:
+    """Every strategy chooses among the runs that fit the window, so a key silent for
+    longer than a time window outputs the same without its old runs: the window expires
+    its state under LAST, NEXT and MAX too (an explicit state_timeout still wins)."""
     from pycel.spark._streaming import expiry_ms
 
     pattern = pycel.seq(pycel.plus(s), b).within(5, on=Stock.time)
-    assert expiry_ms(pycel.compile(pattern), None) == 5000
-    for strategy in ("last", "next", "max"):
-        assert expiry_ms(pycel.compile(pattern.strategy(strategy)), None) is None  # type: ignore[arg-type]
-        assert expiry_ms(pycel.compile(pattern.strategy(strategy)), 7) == 7000  # type: ignore[arg-type]
-    # Why: s at 0 and 1, a silence, s at 20, b at 21. MAX at 21 picks {0, 1, 20, 21},
-    # outside the window, so nothing is output; without the old runs {20, 21} would be.
+    # s at 0 and 1, a silence, s at 20, b at 21: the runs from 0 and 1 cannot matter at 21.
     events = [Sell(name="X", price=1.0, volume=1, time=t) for t in (0, 1, 20)]
     events.append(Buy(name="X", price=1.0, volume=1, time=21))
-    assert len(pycel.reference.evaluate(pattern.strategy("max"), events)) == 0
-    assert len(pycel.reference.evaluate(pattern.strategy("max"), events[2:])) == 1
+    for strategy in ("all", "last", "next", "max"):
+        query = pycel.compile(pattern.strategy(strategy))  # type: ignore[arg-type]
+        assert expiry_ms(query, None) == 5000
+        assert expiry_ms(query, 7) == 7000
+        whole = query.run(events).keys()
+        assert len(whole) == 1 and query.stream().push(events[2:], positions=[2, 3]).keys() == whole
 
 
 def test_substream_positions_must_increase() -> None:
@@ -430,6 +430,11 @@ RANGE_PATTERNS = {
     "count window": (s.where(s.volume > 500) >> pycel.plus(b.where(b.volume > 800))).within(events=25),
     "time window": (s.where(s.volume > 900) >> b.where(b.volume > 900)).within(3, on=Stock.time),
     "select, strict": (s >> b).within(events=4).select("b").strategy("strict"),
+    "max": (s >> pycel.plus(b.where(b.volume > 300))).within(events=12).strategy("max"),
+    "next": (s.where(s.volume > 500) >> b).within(2, on=Stock.time).strategy("next"),
+    "last": (s.where(s.volume > 500) >> pycel.plus(b.where(b.volume > 700)))
+    .within(events=10)
+    .strategy("last"),
     "post-filter": (s.where(s.volume > 700) >> b)
     .where(s.price < b.price, post_filter=True)
     .within(2, on=Stock.time),
@@ -497,9 +502,9 @@ def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFr
 
 @pytest.mark.spark
 def test_refused_clauses_run_as_one_group(ticks: pd.DataFrame, ticks_df: Any) -> None:
-    """NEXT looks before the window: ranges= is refused with a warning saying why."""
-    pattern = (s.where(s.volume > 500) >> b).within(events=20).strategy("next")
-    with pytest.warns(pycel.spark.SingleGroupWarning, match="NEXT"):
+    """CONSUME BY looks before the window: ranges= is refused with a warning saying why."""
+    pattern = (s.where(s.volume > 500) >> b).within(events=20).consume("any")
+    with pytest.warns(pycel.spark.SingleGroupWarning, match="CONSUME BY"):
         matches = pycel.spark.detect(ticks_df, pattern, order_by="time", id_column="id", ranges=8)
     assert "_pycel_range" not in matches._jdf.queryExecution().toString()
     assert {row_key(r) for r in matches.collect()} == expected(pattern, ticks)

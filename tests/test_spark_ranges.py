@@ -38,12 +38,11 @@ from pycel.spark._runner import RunnerSpec, run_group  # noqa: E402
 
 TYPES = event_types(3)
 S, B = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
-#: What range-parallel evaluation accepts: ALL/STRICT, SELECT, any pattern shape.
+#: What range-parallel evaluation accepts: every strategy, SELECT, any pattern shape.
 RANGED = Features(
     contiguous=True,
     correlation=True,  # not conjunction: with correlation the generator can draw a rejected one
     strategies=True,
-    strategy_names=("all", "strict"),
     select=True,
 )
 MatchKey = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
@@ -166,12 +165,12 @@ def test_ranges_equal_one_group_the_engine_and_the_reference(
 @settings(max_examples=40)
 @given(cases(TYPES, Features(strategies=True, consume=True, limit=True), max_len=30, max_len_with_plus=10))
 def test_refused_clauses_are_those_that_look_before_the_window(case: tuple[Pattern, list[Base]]) -> None:
-    """NEXT, LAST, MAX, CONSUME BY and LIMIT (and patterns without a window) are not cut."""
+    """CONSUME BY and LIMIT (and patterns without a window) are not cut; every strategy
+    is (they choose among the outputs that fit the window)."""
     pattern, _ = case
     query = compiled(pattern)
-    strategy = getattr(query, "strategy", None) or query.spec_strategy
-    refused = query.window_unit is None or strategy in ("next", "last", "max") or query.consume != 0
-    assert (range_refusal(query) is not None) == (refused or query.limit >= 0)
+    refused = query.window_unit is None or query.consume != 0 or query.limit >= 0
+    assert (range_refusal(query) is not None) == refused
 
 
 def test_limit_is_refused_because_its_choice_depends_on_older_events() -> None:

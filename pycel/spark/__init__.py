@@ -79,8 +79,8 @@ def detect(
     numbered in that order over the whole DataFrame, unless ``position_column`` already
     holds them. Patterns with ``partition_by``, or an equality join every event takes
     part in, run one group per key (``groupBy(keys).applyInPandas``); others run as a
-    single group. A windowed pattern (count or time window) under ALL or STRICT
-    without CONSUME BY or LIMIT is cut into position ranges evaluated in parallel, each
+    single group. A windowed pattern (count or time window) without CONSUME BY or
+    LIMIT is cut into position ranges evaluated in parallel, each
     also reading the window's span before it (see docs/spark.md): the whole stream when
     it would run as one group, else the keys holding more than one range's share of
     the events. ``ranges`` sets how many (default: from the number of events and the

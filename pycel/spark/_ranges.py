@@ -6,12 +6,12 @@ whose time is at least ``time(end) - d``. So the task for the positions ``[lo, h
 push the events of ``[lo, hi)`` plus those of the window's span before ``lo`` (the
 *halo*) into a fresh engine stream and keep the matches that end in ``[lo, hi)``: these
 are exactly the whole stream's matches ending there, whenever the output at a position
-depends only on the events of the window before it. That holds for the strategies ALL
-and STRICT, with SELECT, post-filters and any pattern shape; it does not hold for NEXT,
-LAST and MAX as the engine runs them, for CONSUME BY (a match discards runs that started
-before the window), nor for which n matches of an end LIMIT keeps (the engine's
-enumeration order can depend on older events), so those run as before
-(:func:`range_refusal` says why).
+depends only on the events of the window before it. That holds for every strategy (ALL,
+STRICT, and NEXT, LAST and MAX, which choose among the outputs that fit the window), with
+SELECT, post-filters and any pattern shape; it does not hold for CONSUME BY (a match
+discards runs that started before the window), nor for which n matches of an end LIMIT
+keeps (the engine's enumeration order can depend on older events), so those run as
+before (:func:`range_refusal` says why).
 
 Every event goes to its own range (its *home*) and, as a halo copy, to the later ranges
 whose span reaches back to it. Under ``partition_by`` the same cut applies per key
@@ -60,8 +60,8 @@ def range_refusal(query: CompiledQuery) -> str | None:
     if query.window_unit not in ("events", "seconds", "units") or not math.isfinite(query.window_size):
         return "the pattern has no window"
     strategy = query_strategy(query)
-    if strategy not in ("all", "any", "strict"):
-        return f"the {strategy.upper()} strategy compares a match with runs the window has left"
+    if strategy not in ("all", "any", "strict", "next", "last", "max"):
+        return f"the {strategy.upper()} strategy is not known to be local to the window"
     if query.consume != 0:
         return "CONSUME BY discards runs when a match is found, also runs older than the window"
     if query.limit >= 0:
