@@ -15,3 +15,5 @@ Flags = npt.NDArray[np.bool_]
 #: An integer scalar inside a loop (positions, ids, counts): Python ints and the int64s
 #: read from arrays mix freely there.
 Int = int | np.int64
+#: A truth value inside a loop (comparisons of int64s give numpy bools).
+Truth = bool | np.bool_

@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .arrays import Int, Ints
+from .arrays import Int, Ints, Truth
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
@@ -129,11 +129,12 @@ def _next_entries(OL: Ints, new_r: Ints, fired: Int, made: Ints) -> tuple[Ints, 
 
 
 @njit(cache=True, inline="always")
-def _better(OL: Ints, next_mode: bool, a: Int, b: Int) -> bool:
+def _better(OL: Ints, next_mode: bool, a: Int, b: Int) -> Truth:
     """Whether rank token ``a`` beats ``b`` (LAST: larger rank; NEXT: earlier entry)."""
     if next_mode:
-        return bool(OL[O_LABEL, a] < OL[O_LABEL, b])
-    return bool(a > b)
+        earlier: Truth = OL[O_LABEL, a] < OL[O_LABEL, b]
+        return earlier
+    return a > b
 
 
 @njit(cache=True)

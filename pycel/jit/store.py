@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .arrays import Int, Ints
+from .arrays import Int, Ints, Truth
 
 # Extend node rows
 E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
@@ -52,17 +52,19 @@ def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 @njit(cache=True, inline="always")
-def live(A: Ints, next_id: Int, node: Int) -> bool:
-    return bool(node >= 0 and node >= next_id - A.shape[1])
+def live(A: Ints, next_id: Int, node: Int) -> Truth:
+    alive: Truth = node >= 0 and node >= next_id - A.shape[1]
+    return alive
 
 
 @njit(cache=True, inline="always")
-def has_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> bool:
+def has_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> Truth:
     """Whether ``need`` new nodes fit without overwriting one created at or after ``lo``
     (ids are allocated in creation order, so checking the newest overwritten one suffices)."""
     cap = A.shape[1]
     oldest = next_id + need - 1 - cap
-    return bool(oldest < 0 or A[created_row, oldest & (cap - 1)] < lo)
+    fits: Truth = oldest < 0 or A[created_row, oldest & (cap - 1)] < lo
+    return fits
 
 
 @njit(cache=True)
@@ -215,7 +217,7 @@ def ht_put(HT: Ints, ctr: Ints, state: Int, key: Int, value: Int) -> None:
 
 
 @njit(cache=True, inline="always")
-def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) -> bool:
+def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) -> Truth:
     """Whether H slot ``s`` holds a reserved position (barrier, previous event) or a heap
     root still inside the window; with ``keep_all``, whether it holds anything."""
     st = HT[H_STATE, s]
@@ -225,8 +227,10 @@ def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) 
         return True
     v = HT[H_VAL, s]
     if st < 0:  # a reserved entry holds a position
-        return bool(v >= lo)
-    return bool(live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo)
+        in_window: Truth = v >= lo
+        return in_window
+    alive: Truth = live(U, ctr[C_U_NEXT], v) and U[U_MS, v & (U.shape[1] - 1)] >= lo
+    return alive
 
 
 @njit(cache=True)
