@@ -1,0 +1,9 @@
+"""The Numba kernels over flat arrays (imports only numpy and numba).
+
+``store`` (node arenas, heap union, index H), ``enumerate`` (matches below a node),
+the per-event loops ``runtime`` (ALL/ANY/STRICT), ``last`` (LAST/NEXT, with ``order``),
+``maximal`` (MAX) and ``pcea`` (parallelized conjunctions), ``windowed`` and ``dedupe``
+(choices and repeats over a batch's matches). The loops take and return the named tuples
+of ``structs``, annotated with the types of ``arrays``; ``typings/numba`` lets mypy check
+them.
+"""
