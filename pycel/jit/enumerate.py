@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, objmode
 
-from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
+from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, copy_prefix, live
 
 
 @njit(cache=True)
@@ -24,7 +24,7 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
     while cap < need:
         cap *= 2
     b = np.empty(cap, dtype=a.dtype)
-    b[: a.shape[0]] = a
+    copy_prefix(b, a, a.shape[0])
     return b
 
 
@@ -51,10 +51,10 @@ def _reserve(out_se, out_off, out_var, out_pos, n_out, n_ent, entries):  # type:
         off = np.empty(off_cap, dtype=np.int64)
         var = np.empty(ent_cap, dtype=np.int32)
         pos = np.empty(ent_cap, dtype=np.int64)
-    se[: 2 * n_out] = out_se[: 2 * n_out]
-    off[: n_out + 1] = out_off[: n_out + 1]
-    var[:n_ent] = out_var[:n_ent]
-    pos[:n_ent] = out_pos[:n_ent]
+    copy_prefix(se, out_se, 2 * n_out)
+    copy_prefix(off, out_off, n_out + 1)
+    copy_prefix(var, out_var, n_ent)
+    copy_prefix(pos, out_pos, n_ent)
     return se, off, var, pos
 
 

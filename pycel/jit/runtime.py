@@ -25,7 +25,7 @@ from numba import njit
 from .arrays import Int, Ints
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .store import (
-    BARRIER,
+    BARRIER_STATE,
     C_BARRIER,
     C_E_NEXT,
     C_H_COUNT,
@@ -35,12 +35,15 @@ from .store import (
     E_POS,
     EMPTY,
     FRESH,
-    PREV,
+    NO_NODE,
+    PREV_STATE,
     U_CONTENT,
     U_CREATED,
+    U_CREATED_ROW,
     U_LEFT,
     U_MS,
     U_RIGHT,
+    ZERO,
     ensure_room,
     has_room,
     heap_insert,
@@ -64,7 +67,7 @@ def _insert(
     deeper than the deepest so far)."""
     need = ctr[C_MAX_DEPTH] + 2
     if not has_room(U, ctr[C_U_NEXT], need, U_CREATED, window_lo):
-        U = ensure_room(U, ctr[C_U_NEXT], need, U_CREATED, window_lo)
+        U = ensure_room(U, ctr[C_U_NEXT], need, U_CREATED_ROW, window_lo)
     return U, heap_insert(U, E, ctr, root, x, lo, pos)
 
 
@@ -134,8 +137,10 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
     out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
     new_x = np.empty(64, dtype=np.int64)
     new_d = np.empty(64, dtype=np.int64)
-    n_out = 0
-    n_ent = 0
+    # int64 from the start (ZERO, not 0): they reach _enumerate, which would otherwise
+    # also be compiled for the literal 0 while Numba infers their types.
+    n_out = ZERO
+    n_ent = ZERO
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
     for j in range(n):
@@ -149,7 +154,7 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
         if consume == 1 and ctr[C_BARRIER] + 1 > lo:
             lo = ctr[C_BARRIER] + 1
         elif consume == 2:
-            b = ht_get(HT, BARRIER, k)
+            b = ht_get(HT, BARRIER_STATE, k)
             if b >= 0 and b + 1 > lo:
                 lo = b + 1
         first, last_t = ptr[c], ptr[c + 1]
@@ -161,8 +166,8 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
             # fires nothing: it breaks the adjacency of older runs.
             if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
                 HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2)
-            prev = ht_get(HT, PREV, k)
-            ht_put(HT, ctr, PREV, k, pos)
+            prev = ht_get(HT, PREV_STATE, k)
+            ht_put(HT, ctr, PREV_STATE, k, pos)
         if moves == 0:
             continue
         # Room for this event's nodes, so nothing moves while it is processed (the checks
@@ -179,7 +184,7 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
         for t in range(first, last_t):
             s = src[t]
             if s == 0:
-                fired = _fire(E, U, ctr, pos, label[t], dst[t], -1, lo, new_x, new_d, fired)
+                fired = _fire(E, U, ctr, pos, label[t], dst[t], NO_NODE, lo, new_x, new_d, fired)
                 continue
             h = ht_get(HT, s, k)
             if h >= 0:
@@ -194,7 +199,7 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
                 if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] == prev:
                     fired = _fire(E, U, ctr, pos, alabel[t], adst[t], f, lo, new_x, new_d, fired)
         # (2) Enumerate the matches ending here.
-        emitted = 0
+        emitted = ZERO
         first = n_out
         for f in range(fired):
             if final[new_d[f]] and emitted < budget_all:
@@ -208,7 +213,7 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
             if consume == 1:
                 ctr[C_BARRIER] = pos
             else:
-                ht_put(HT, ctr, BARRIER, k, pos)
+                ht_put(HT, ctr, BARRIER_STATE, k, pos)
             continue  # runs through this event are consumed too
         # (3) Index the new nodes by (state, key).
         for f in range(fired):

@@ -39,6 +39,16 @@ FRESH = 1 << 40
 # Counters
 C_E_NEXT, C_U_NEXT, C_H_COUNT, C_MAX_DEPTH, C_BARRIER, C_LIVE_E, C_LIVE_U, C_PEAK_H, C_RANK = range(9)
 N_COUNTERS = 9
+# The same constants as int64 scalars, for arguments of jitted calls inside the loops: a
+# Python int constant passed to another jitted function is typed as a literal, and Numba
+# compiles that function once per constant (seconds each with an empty cache); a numpy
+# scalar global, or a variable started from one, is plain int64.
+BARRIER_STATE = np.int64(BARRIER)
+PREV_STATE = np.int64(PREV)
+NO_NODE = np.int64(-1)
+ZERO = np.int64(0)
+E_POS_ROW = np.int64(E_POS)
+U_CREATED_ROW = np.int64(U_CREATED)
 
 
 def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -58,7 +68,7 @@ def live(A: Ints, next_id: Int, node: Int) -> Truth:
 
 
 @njit(cache=True, inline="always")
-def has_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> Truth:
+def has_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Truth:
     """Whether ``need`` new nodes fit without overwriting one created at or after ``lo``
     (ids are allocated in creation order, so checking the newest overwritten one suffices)."""
     cap = A.shape[1]
@@ -68,7 +78,7 @@ def has_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> Tru
 
 
 @njit(cache=True)
-def ensure_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> Ints:
+def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
     ``lo`` (doubling and moving the live ids when needed)."""
     cap = A.shape[1]
@@ -81,8 +91,11 @@ def ensure_room(A: Ints, next_id: Int, need: Int, created_row: int, lo: Int) -> 
         return A
     B = np.full((A.shape[0], cap), -1, dtype=np.int64)
     old = A.shape[1]
+    # Element loops, not slice assignments: those compile Numba's shape-mismatch error
+    # message (string formatting, seconds of cold compile) for a copy this simple.
     for node in range(max(0, next_id - old), next_id):
-        B[:, node & (cap - 1)] = A[:, node & (old - 1)]
+        for r in range(A.shape[0]):
+            B[r, node & (cap - 1)] = A[r, node & (old - 1)]
     return B
 
 
@@ -93,11 +106,18 @@ def make_room(E: Ints, U: Ints, ctr: Ints, moves: Int, lo: Int) -> tuple[Ints, I
     nothing moves while the event is processed. Inlined: the check runs per event, the
     growth (which replaces the arrays) rarely."""
     if not has_room(E, ctr[C_E_NEXT], moves, E_POS, lo):
-        E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS, lo)
+        E = ensure_room(E, ctr[C_E_NEXT], moves, E_POS_ROW, lo)
     need_u = moves * (ctr[C_MAX_DEPTH] + moves + 1)
     if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, lo):
-        U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED, lo)
+        U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED_ROW, lo)
     return E, U
+
+
+@njit(cache=True)
+def copy_prefix(dst: np.ndarray, src: np.ndarray, n: Int) -> None:
+    """``dst[:n] = src[:n]`` as a loop (see ensure_room: no slice assignment)."""
+    for i in range(n):
+        dst[i] = src[i]
 
 
 @njit(cache=True)
@@ -254,7 +274,8 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: bool 
     for s in range(HT.shape[1]):
         if _entry_alive(HT, U, ctr, s, lo, keep_all):
             t = ht_slot(new, ctr, HT[H_STATE, s], HT[H_KEY, s])
-            new[H_VAL:, t] = HT[H_VAL:, s]
+            for r in range(H_VAL, H_ROWS):
+                new[r, t] = HT[r, s]
     if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
         ctr[C_PEAK_H] = ctr[C_H_COUNT]
     return new
