@@ -22,12 +22,14 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from .arrays import Flags, Int, Ints
+
 #: The strategy codes :func:`strategy_mask` reads.
 STRATEGY_CODES = {"next": 0, "last": 1, "max": 2}
 
 
 @njit(cache=True)
-def _distinct(offsets, positions, m, out):  # type: ignore[no-untyped-def]
+def _distinct(offsets: Ints, positions: Ints, m: Int, out: Ints) -> Int:
     """Write match m's distinct positions (descending) to ``out``; return how many."""
     n = 0
     for k in range(offsets[m], offsets[m + 1]):
@@ -39,7 +41,7 @@ def _distinct(offsets, positions, m, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _compare(a, na, b, nb, mode):  # type: ignore[no-untyped-def]
+def _compare(a: Ints, na: Int, b: Ints, nb: Int, mode: Int) -> int:
     """+1 if C_a is preferred to C_b under NEXT (mode 0) or LAST (mode 1), -1 if C_b is,
     0 if they are equal (``a``, ``b``: distinct positions, descending)."""
     if mode == 0:  # from the smallest position up: the smaller one of a difference wins
@@ -64,7 +66,7 @@ def _compare(a, na, b, nb, mode):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _strict_subset(a, na, b, nb):  # type: ignore[no-untyped-def]
+def _strict_subset(a: Ints, na: Int, b: Ints, nb: Int) -> bool:
     """Whether C_a ⊂ C_b strictly (both descending)."""
     if na >= nb:
         return False
@@ -79,7 +81,7 @@ def _strict_subset(a, na, b, nb):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _mask(ends, offsets, positions, mode):  # type: ignore[no-untyped-def]
+def _mask(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags:
     n = ends.shape[0]
     keep = np.zeros(n, dtype=np.bool_)
     longest = 0

@@ -19,8 +19,10 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from pycel.errors import UnsupportedError
 from pycel.jit.dedupe import unique_matches
 from pycel.jit.windowed import STRATEGY_CODES, strategy_mask
+from pycel.limits import MAX_WINDOWED_CHOICES
 from pycel.plan.planner import Plan
 from pycel.runtime.snapshot.plan import Json
 from pycel.runtime.snapshot.tables import Reader, Writer
@@ -37,10 +39,27 @@ class WindowedRunner:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.inner = SequentialRunner(plan)
+        self.refused: str | None = None  # set once an end had too many matches to compare
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
+        if self.refused is not None:
+            raise UnsupportedError(self.refused)
         every = (1 << len(self.plan.variables)) - 1
-        raw = self.inner.advance(attrs.evolve(batch, projection_mask=every, limit=-1))
+        # Enumerate at most one match more than the choice may compare per end, a slice of
+        # the batch at a time: the work before a refusal stays bounded, and an end that
+        # reaches the bound is refused, never cut short.
+        bounded = attrs.evolve(batch, projection_mask=every, limit=MAX_WINDOWED_CHOICES + 1)
+        pieces = []
+        for lo in range(0, max(len(batch.bits), 1), _SLICE):
+            raw = self.inner.advance(_slice(bounded, lo, lo + _SLICE))
+            if len(raw.ends):
+                per_end = np.unique(raw.ends, return_counts=True)
+                over = per_end[0][per_end[1] > MAX_WINDOWED_CHOICES]
+                if len(over):
+                    self.refused = _too_many(self.plan.strategy, int(over[0]))
+                    raise UnsupportedError(self.refused)
+            pieces.append(raw)
+        raw = pieces[0] if len(pieces) == 1 else _concat(pieces)
         if not np.all(raw.ends[1:] >= raw.ends[:-1]):  # the mask reads one end at a time
             raw = _take(raw, np.argsort(raw.ends, kind="stable"))
         keep = strategy_mask(raw.ends, raw.offsets, raw.positions, STRATEGY_CODES[self.plan.strategy])
@@ -57,6 +76,8 @@ class WindowedRunner:
         self.inner.forget(window_start)
 
     def save(self, w: Writer) -> Json:
+        if self.refused is not None:
+            raise UnsupportedError(self.refused)
         return self.inner.save(w)
 
     @classmethod
@@ -65,10 +86,53 @@ class WindowedRunner:
         runner = cls.__new__(cls)
         runner.plan = plan
         runner.inner = SequentialRunner.load(plan, r, x)
+        runner.refused = None
         return runner
 
     def stats(self, window_start: int) -> dict[str, int]:
         return self.inner.stats(window_start)
+
+
+#: Events per call of the loop: bounds the work done before an end is refused.
+_SLICE = 1 << 12
+
+
+def _slice(batch: PreparedBatch, lo: int, hi: int) -> PreparedBatch:
+    """Events ``lo:hi`` of a batch as a batch of their own (for the sequential loop,
+    which does not read the events themselves)."""
+    if lo == 0 and hi >= len(batch.bits):
+        return batch
+    return attrs.evolve(
+        batch,
+        offset=batch.offset + lo,
+        bits=batch.bits[lo:hi],
+        keys=batch.keys[lo:hi],
+        key_valid=batch.key_valid[lo:hi],
+        window_starts=batch.window_starts[lo:hi],
+    )
+
+
+def _concat(pieces: list[RawMatches]) -> RawMatches:
+    """The matches of consecutive slices, in order."""
+    shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in pieces[:-1]])
+    offsets = [p.offsets[1:] + s for p, s in zip(pieces, shifts, strict=True)]
+    return RawMatches(
+        np.concatenate([p.starts for p in pieces]),
+        np.concatenate([p.ends for p in pieces]),
+        np.concatenate([pieces[0].offsets[:1], *offsets]),
+        np.concatenate([p.var_ids for p in pieces]),
+        np.concatenate([p.positions for p in pieces]),
+    )
+
+
+def _too_many(strategy: str, end: int) -> str:
+    return (
+        f"strategy({strategy!r}) with a window compares every match that fits the window at "
+        f"an end position, and the end at position {end} has more than "
+        f"{MAX_WINDOWED_CHOICES:,}: the engine refuses to continue this stream (the matches "
+        "of earlier pushes stand). Narrow the window, add filters, or use LIMIT with the "
+        "default strategy (docs/strategies.md)"
+    )
 
 
 def _take(raw: RawMatches, which: Ints) -> RawMatches:
