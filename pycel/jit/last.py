@@ -58,7 +58,7 @@ from .arrays import Int, Ints, Truth
 from .enumerate import _enumerate, _grow, max_label_count, new_buffers
 from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
-    BARRIER,
+    BARRIER_STATE,
     C_BARRIER,
     C_H_COUNT,
     C_RANK,
@@ -68,7 +68,9 @@ from .store import (
     H_POS,
     H_RANK,
     H_VAL,
-    PREV,
+    NO_NODE,
+    PREV_STATE,
+    ZERO,
     heap_insert,
     ht_find,
     ht_get,
@@ -147,7 +149,8 @@ def _retire(HT: Ints, ctr: Ints, OL: Ints, fresh: Int, d: Int, k: Int, alive: In
     if HT[H_MS, fresh] >= alive and (beats or _better(OL, True, HT[H_RANK, fresh], HT[H_RANK, older])):
         if HT[H_VAL, older] >= 0:
             release(OL, HT[H_RANK, older], 1)
-        HT[H_VAL:, older] = HT[H_VAL:, fresh]
+        for r in range(H_VAL, HT.shape[0]):  # a loop: see store.ensure_room
+            HT[r, older] = HT[r, fresh]
     else:
         release(OL, HT[H_RANK, fresh], 1)
     HT[H_VAL, fresh] = -1
@@ -160,7 +163,7 @@ def _fire(
 ) -> Int:  # fmt: skip
     """Extend the best set in H slot ``slot`` (-1: start a run) into state d."""
     if slot < 0:
-        child, crank, ms = -1, -1, pos
+        child, crank, ms = NO_NODE, NO_NODE, pos
     else:
         child, crank, ms = HT[H_VAL, slot], HT[H_RANK, slot], HT[H_MS, slot]
     new_x[fired] = new_extend(E, ctr, pos, lab, child, ms)
@@ -187,8 +190,8 @@ def run_batch_last(
     new_d = np.empty(64, dtype=np.int64)
     new_r = np.empty(64, dtype=np.int64)
     order = np.empty(64, dtype=np.int64)
-    n_out = 0
-    n_ent = 0
+    n_out = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
+    n_ent = ZERO
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
     for j in range(n):
@@ -198,11 +201,11 @@ def run_batch_last(
         c = classes[j]
         k = keys[j]
         window_lo = lows[j]
-        alive: Int = 0  # runs that start before alive were consumed: they no longer exist
+        alive: Int = ZERO  # runs that start before alive were consumed: they no longer exist
         if consume == 1:
             alive = ctr[C_BARRIER] + 1
         elif consume == 2:
-            alive = ht_get(HT, BARRIER, k) + 1
+            alive = ht_get(HT, BARRIER_STATE, k) + 1
         lo = max(window_lo, alive)  # outputs start at or after lo
         split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
         moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
@@ -210,8 +213,8 @@ def run_batch_last(
             HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
         prev: Int = -1
         if contiguous:
-            prev = ht_get(HT, PREV, k)
-            ht_put(HT, ctr, PREV, k, pos)
+            prev = ht_get(HT, PREV_STATE, k)
+            ht_put(HT, ctr, PREV_STATE, k, pos)
         if moves == 0:
             continue
         E, U = make_room(E, U, ctr, moves, window_lo)
@@ -221,11 +224,11 @@ def run_batch_last(
             new_r = _grow(new_r, moves)
             order = _grow(order, 2 * moves)
         # (1) Extend the best set of every source state (δ_adj if it is adjacent).
-        fired: Int = 0
+        fired: Int = ZERO
         for t in range(ptr[c], ptr[c + 1]):
             s = src[t]
             if s == 0:
-                fired = _fire(E, ctr, HT, -1, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+                fired = _fire(E, ctr, HT, NO_NODE, pos, label[t], dst[t], new_x, new_d, new_r, fired)
                 continue
             slot = ht_find(HT, s, k)
             if slot >= 0 and HT[H_MS, slot] >= alive:
@@ -245,12 +248,12 @@ def run_batch_last(
             OL, made = _next_entries(OL, new_r, fired, order)
         else:  # LAST: ranks above every older node, ordered (densely) by the child's rank
             ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
-        best = -1
+        best = NO_NODE
         for f in range(fired):
             if final[new_d[f]] and (best < 0 or _better(OL, next_mode, new_r[f], best)):
                 best = new_r[f]
         # (2) Enumerate every valuation of the best complex event ending here.
-        emitted = 0
+        emitted = ZERO
         first = n_out
         for f in range(fired):
             if new_r[f] == best and final[new_d[f]] and emitted < budget_all:
@@ -266,7 +269,7 @@ def run_batch_last(
             if consume == 1:
                 ctr[C_BARRIER] = pos
             else:
-                ht_put(HT, ctr, BARRIER, k, pos)
+                ht_put(HT, ctr, BARRIER_STATE, k, pos)
             for g in range(made):
                 release(OL, order[g], 1)
             continue  # every run so far starts at or before pos: all are consumed
@@ -289,7 +292,7 @@ def run_batch_last(
                     if HT[H_VAL, slot] >= 0:
                         release(OL, HT[H_RANK, slot], 1)
                     OL[O_REFS, new_r[f]] += 1
-                HT[H_VAL, slot] = heap_insert(U, E, ctr, -1, x, window_lo, pos)
+                HT[H_VAL, slot] = heap_insert(U, E, ctr, NO_NODE, x, window_lo, pos)
                 HT[H_RANK, slot] = new_r[f]
                 HT[H_POS, slot] = pos
                 HT[H_MS, slot] = E[E_MS, x & (E.shape[1] - 1)]

@@ -37,7 +37,9 @@ from .store import (
     H_POS,
     H_RANK,
     H_VAL,
+    NO_NODE,
     U_MS,
+    ZERO,
     heap_insert,
     ht_find,
     ht_rebuild,
@@ -52,6 +54,9 @@ from .structs import BatchInput, MaxArrays, MaxStep, NodeStore, RawOutput
 ACTIVE = -4
 #: The label of a union node (an extend node that only joins a heap into another).
 UNION = -1
+# As int64 scalars for jitted calls (a literal argument compiles the callee once more).
+ACTIVE_STATE = np.int64(ACTIVE)
+UNION_LABEL = np.int64(UNION)
 
 
 def new_pair_arena(capacity: int = 1024) -> np.ndarray:
@@ -79,7 +84,9 @@ def _reserve(PS: Ints, HT: Ints, need: Int) -> Ints:
     for s in range(HT.shape[1]):
         if HT[0, s] == ACTIVE:
             start, length = HT[H_VAL, s], HT[H_RANK, s]
-            new[:, free : free + length] = PS[:, start : start + length]
+            for i in range(length):  # loops, not a slice assignment: see store.ensure_room
+                new[0, free + i] = PS[0, start + i]
+                new[1, free + i] = PS[1, start + i]
             HT[H_VAL, s] = free
             free += length
     new[0, 0] = free
@@ -104,8 +111,8 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
     mv_dst = np.empty(64, dtype=np.int64)  # moves: target pair, node, kind
     mv_node = np.empty(64, dtype=np.int64)
     mv_mark = np.empty(64, dtype=np.bool_)
-    n_out = 0
-    n_ent = 0
+    n_out = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
+    n_ent = ZERO
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
     for j in range(n):
@@ -119,7 +126,7 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
             HT = ht_rebuild(HT, U, ctr, lo, 4, True)
         # The key's block (a key seen for the first time, or whose runs were consumed,
         # has only the start pair).
-        slot = ht_find(HT, ACTIVE, k)
+        slot = ht_find(HT, ACTIVE_STATE, k)
         count = 0
         if slot >= 0 and not (consume == 1 and HT[H_POS, slot] <= ctr[C_BARRIER]):
             start = HT[H_VAL, slot]
@@ -138,7 +145,7 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
             cur_p[0] = 0
             cur_r[0] = -1
             count = 1
-        moves = 0
+        moves = ZERO
         for i in range(count):
             at = c * n_pairs + cur_p[i]
             moves += mark_ptr[at + 1] - mark_ptr[at] + 1
@@ -149,8 +156,8 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
             mv_mark = _grow(mv_mark, moves)
         umask = U.shape[1] - 1
         # (1) Every pair marks the event and skips it.
-        m = 0
-        emitted = 0
+        m: Int = ZERO
+        emitted = ZERO
         first = n_out
         for i in range(count):
             p, r = cur_p[i], cur_r[i]
@@ -186,7 +193,7 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
             d = mv_dst[f]
             if d < 0:
                 continue
-            root: Int = -1
+            root: Int = NO_NODE
             for g in range(f, m):
                 if mv_dst[g] != d:
                     continue
@@ -198,14 +205,14 @@ def run_batch_max(store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxA
                 elif root < 0:
                     root = node  # the first heap into d is kept as it is
                 else:
-                    union = new_extend(E, ctr, pos, UNION, node, U[U_MS, node & umask])
+                    union = new_extend(E, ctr, pos, UNION_LABEL, node, U[U_MS, node & umask])
                     root = heap_insert(U, E, ctr, root, union, lo, pos)
                 mv_dst[g] = -1
             PS[0, free + written] = d
             PS[1, free + written] = root
             written += 1
         PS[0, 0] = free + written
-        slot = ht_slot(HT, ctr, ACTIVE, k)
+        slot = ht_slot(HT, ctr, ACTIVE_STATE, k)
         HT[H_VAL, slot] = free
         HT[H_RANK, slot] = written
         HT[H_POS, slot] = pos

@@ -43,7 +43,9 @@ def _alloc(OL: Ints) -> tuple[Ints, Int]:
     if OL[O_REFS, 0] == 0:
         cap = OL.shape[1]
         grown = np.zeros((4, 2 * cap), dtype=np.int64)
-        grown[:, :cap] = OL
+        for r in range(4):  # a loop, not a slice assignment: see store.ensure_room
+            for e in range(cap):
+                grown[r, e] = OL[r, e]
         for e in range(cap, 2 * cap):
             grown[O_NEXT, e] = e + 1 if e + 1 < 2 * cap else 0
         grown[O_REFS, 0] = cap

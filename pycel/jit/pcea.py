@@ -27,10 +27,12 @@ from .store import (
     E_LABEL,
     E_MS,
     E_POS,
+    NO_NODE,
     U_CONTENT,
     U_LEFT,
     U_MS,
     U_RIGHT,
+    ZERO,
     heap_insert,
     ht_get,
     ht_put,
@@ -107,10 +109,11 @@ def _enumerate_tree(
     fr_rest = np.empty(64, dtype=np.int64)
     fr_d = np.empty(64, dtype=np.int64)
     chosen[0] = x
-    rest, cell_h, cell_next, ncell = _open(E, x, -1, cell_h, cell_next, 0)
-    d = 0
-    top = 0
-    emitted = 0
+    # int64 scalars, not literals, where they reach jitted calls (see runtime.run_batch)
+    rest, cell_h, cell_next, ncell = _open(E, x, NO_NODE, cell_h, cell_next, ZERO)
+    d = ZERO
+    top = ZERO
+    emitted = ZERO
     while True:
         # chosen[0..d] is a partial match whose open heaps are ``rest``: emit or descend.
         if rest < 0:
@@ -183,8 +186,8 @@ def run_batch_hcq(store: NodeStore, batch: HcqInput, tables: HcqArrays) -> Step:
     new_d = np.empty(64, dtype=np.int64)
     new_t = np.empty(64, dtype=np.int64)
     ch = np.empty(4, dtype=np.int64)
-    n_out: Int = 0
-    n_ent: Int = 0
+    n_out: Int = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
+    n_ent: Int = ZERO
     budget_all = limit if limit >= 0 else 1 << 62
     max_labels = max_label_count(label_masks)
     for j in range(n):
@@ -193,7 +196,7 @@ def run_batch_hcq(store: NodeStore, batch: HcqInput, tables: HcqArrays) -> Step:
             continue
         pos = offset + j
         lo = lows[j]
-        moves = 0
+        moves = ZERO
         for t in range(n_trans):
             if b & mask[t] == mask[t]:
                 moves += 1
@@ -207,7 +210,7 @@ def run_batch_hcq(store: NodeStore, batch: HcqInput, tables: HcqArrays) -> Step:
             new_t = _grow(new_t, moves)
         umask = U.shape[1] - 1
         unext = ctr[C_U_NEXT]
-        fired = 0
+        fired = ZERO
         # (1) Fire: every child joined under the reading event's key of its shape.
         for t in range(n_trans):
             if b & mask[t] != mask[t] or (same[t] >= 0 and not same_ok[same[t], j]):
@@ -239,7 +242,7 @@ def run_batch_hcq(store: NodeStore, batch: HcqInput, tables: HcqArrays) -> Step:
             new_x[fired], new_d[fired], new_t[fired] = node, dst[t], t
             fired += 1
         # (2) Enumerate the matches completed here.
-        emitted: Int = 0
+        emitted: Int = ZERO
         first = n_out
         for f in range(fired):
             if final[new_t[f]] and emitted < budget_all:
