@@ -1,0 +1,110 @@
+"""Where pycel's compiled loops are cached (pycel/jit/cache.py): the configured directory
+is honoured, a copy of pycel at another path (a Spark ``--py-files`` zip unpacked per
+application) loads what an earlier copy compiled, and a read-only copy caches in the
+user cache directory. Each check runs a small kernel in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pycel
+
+SOURCE = Path(pycel.__file__).parent
+
+CHILD = """
+import json, numpy as np
+import pycel
+from pycel.jit.store import ht_find
+found = int(ht_find(np.full((6, 8), -2, dtype=np.int64), 1, 2))
+s = ht_find.stats
+print(json.dumps({"found": found, "path": s.cache_path, "pycel": pycel.__file__,
+                  "hits": sum(s.cache_hits.values()), "misses": sum(s.cache_misses.values())}))
+"""
+
+
+def _run(pythonpath: Path, **env: str) -> dict[str, object]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYCEL_CACHE_DIR", "NUMBA_CACHE_DIR")}
+    clean.update(env, PYTHONPATH=str(pythonpath))
+    cmd = [sys.executable, "-c", CHILD]
+    run = subprocess.run(cmd, env=clean, check=True, capture_output=True, text=True, cwd=pythonpath.parent)
+    out = run.stdout
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    assert result["found"] == -1  # an empty table holds nothing
+    return result
+
+
+def _copy(dst: Path) -> Path:
+    shutil.copytree(SOURCE, dst / "pycel", ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def _zip(src: Path, archive: Path) -> Path:
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in sorted((src / "pycel").rglob("*.py")):
+            z.write(f, f.relative_to(src))
+    return archive
+
+
+def test_configured_directory_and_a_zip_at_another_path_share_the_cache(tmp_path: Path) -> None:
+    """PYCEL_CACHE_DIR takes the loops; the same pycel zipped at two paths (two Spark
+    applications) compiles once: the second loads from the cache."""
+    cache = tmp_path / "cache"
+    src = _copy(tmp_path / "src")
+    first = _run(_zip(src, tmp_path / "app1.zip"), PYCEL_CACHE_DIR=str(cache))
+    assert str(first["pycel"]).startswith(str(tmp_path / "app1.zip"))
+    assert str(first["path"]).startswith(str(cache)) and first["misses"] == 1
+    second = _run(_zip(src, tmp_path / "app2.zip"), PYCEL_CACHE_DIR=str(cache))
+    assert second["path"] == first["path"]
+    assert (second["hits"], second["misses"]) == (1, 0)
+    # NUMBA_CACHE_DIR is the fallback name for the same root
+    third = _run(_zip(src, tmp_path / "app3.zip"), NUMBA_CACHE_DIR=str(cache))
+    assert (third["path"], third["hits"]) == (first["path"], 1)
+
+
+def test_a_changed_kernel_source_is_compiled_again(tmp_path: Path) -> None:
+    """The directory is keyed by the kernel sources: an edited copy never loads old code."""
+    cache = tmp_path / "cache"
+    first = _run(_copy(tmp_path / "a"), PYCEL_CACHE_DIR=str(cache))
+    edited = _copy(tmp_path / "b")
+    (edited / "pycel" / "jit" / "store.py").open("a").write("\n# edited\n")
+    second = _run(edited, PYCEL_CACHE_DIR=str(cache))
+    assert second["path"] != first["path"] and second["misses"] == 1
+
+
+def test_read_only_install_caches_in_the_user_cache_directory(tmp_path: Path) -> None:
+    """A read-only site-packages: nothing is written next to the sources; the loops go to
+    the user cache directory, and a second process loads them. (Run as root, the
+    permissions do not bind, but the sources' directory is still never chosen.)"""
+    site = _copy(tmp_path / "site")
+    for p in sorted(site.rglob("*"), reverse=True):
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    user_cache = tmp_path / "xdg"
+    try:
+        first = _run(site, XDG_CACHE_HOME=str(user_cache))
+        second = _run(site, XDG_CACHE_HOME=str(user_cache))
+    finally:
+        for p in site.rglob("*"):
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    assert str(first["path"]).startswith(str(user_cache / "pycel"))
+    assert (second["hits"], second["misses"]) == (1, 0)
+    assert not list(site.rglob("*.nbi"))
+
+
+def test_unwritable_cache_directories_fall_back_to_the_temporary_directory(tmp_path: Path) -> None:
+    """Neither the configured nor the user cache directory can be created (their parent is
+    a file, which stops root too): pycel still imports and caches in the system
+    temporary directory."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"PYCEL_CACHE_DIR": str(blocker / "a"), "XDG_CACHE_HOME": str(blocker / "b"), "TMPDIR": str(temp)}
+    got = _run(_copy(tmp_path / "src"), **env)
+    assert str(got["path"]).startswith(str(temp / "pycel-cache-"))
