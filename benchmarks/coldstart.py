@@ -137,7 +137,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--events", type=int, default=500)
     parser.add_argument("--profile", action="store_true", help="per-function compile times of the cold run")
     parser.add_argument("--top", type=int, default=25, help="profile rows shown per family")
     parser.add_argument("--child", help=argparse.SUPPRESS)
