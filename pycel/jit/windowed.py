@@ -89,7 +89,8 @@ def _mask(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags:
         longest = max(longest, offsets[m + 1] - offsets[m])
     a = np.empty(longest, dtype=np.int64)
     b = np.empty(longest, dtype=np.int64)
-    lo = 0
+    # int64, not the literal 0: lo reaches _distinct, which Numba would compile for it too
+    lo: Int = np.int64(0)
     while lo < n:  # one group of matches with the same end at a time
         hi = lo + 1
         while hi < n and ends[hi] == ends[lo]:
