@@ -23,11 +23,10 @@ Consumption comes first (docs/semantics.md): consumed runs take no part in the c
 an output at position p every existing run starts at or before p, so consumption simply
 ignores the best sets that start before the barrier.
 
-A best set that started before the window still outranks newer runs (the strategy picks
-before the window filters), so H keeps every entry, and its rank and max-start live in H
-itself: an extension of it is never enumerated (its max-start is below every later
-window), so its nodes may be recycled. Memory is one entry per (state, key), plus the
-window's nodes.
+This loop runs LAST and NEXT without a window (with one, the windowed runner chooses
+among the outputs that fit it: pycel/runtime/runners/windowed.py). H keeps every entry,
+and its rank and max-start live in H itself. Memory is one entry per (state, key), plus
+the live nodes.
 
 Contiguity: a best set created at the partition's previous event fires δ_adj, an older
 one δ_gap (a better run ends no earlier, so if the best is not adjacent, none is). Under
