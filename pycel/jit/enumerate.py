@@ -10,14 +10,32 @@ at the same depth.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from numba import njit, objmode
 
-from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, copy_prefix, live
+from .arrays import Flags, Int, Int32s, Ints
+from .store import (
+    C_U_NEXT,
+    E_CHILD,
+    E_LABEL,
+    E_POS,
+    U_CONTENT,
+    U_LEFT,
+    U_MS,
+    U_RIGHT,
+    ZERO,
+    copy_prefix,
+    live,
+)
+
+#: The arrays _grow doubles (its result has the argument's type).
+_Array = TypeVar("_Array", Ints, Int32s, Flags)
 
 
 @njit(cache=True)
-def _grow(a, need):  # type: ignore[no-untyped-def]
+def _grow(a: _Array, need: Int) -> _Array:
     if need <= a.shape[0]:
         return a
     cap = a.shape[0] * 2
@@ -29,7 +47,9 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _reserve(out_se, out_off, out_var, out_pos, n_out, n_ent, entries):  # type: ignore[no-untyped-def]
+def _reserve(
+    out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, entries: Int
+) -> tuple[Ints, Ints, Int32s, Ints]:
     """The output arrays with room for one more match of at most ``entries`` entries.
 
     They grow fourfold, allocated by numpy (in object mode, a few times per batch): numpy
@@ -59,9 +79,10 @@ def _reserve(out_se, out_off, out_var, out_pos, n_out, n_ent, entries):  # type:
 
 
 @njit(cache=True, inline="always")
-def emit_match(  # type: ignore[no-untyped-def]
-    nodes, d, end, E, label_masks, proj_mask, out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
-):
+def emit_match(
+    nodes: Ints, d: Int, end: Int, E: Ints, label_masks: Ints, proj_mask: Int,
+    out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, max_labels: Int,
+) -> tuple[Ints, Ints, Int32s, Ints, Int, Int]:  # fmt: skip
     """Append the match made of extend nodes ``nodes[0..d]`` (ending at ``end``) to the
     output arrays: its entries (variable, position) in node order, its start and end."""
     emask = E.shape[1] - 1
@@ -94,16 +115,17 @@ def emit_match(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _match_hash(out_se, out_off, out_var, out_pos, i):  # type: ignore[no-untyped-def]
+def _match_hash(out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, i: Int) -> Int:
     h = out_se[2 * i] * 0x9E3779B1 + out_se[2 * i + 1]
     for e in range(out_off[i], out_off[i + 1]):
         h = (h * 0x85EBCA77 + out_var[e]) * 0xC2B2AE3D + out_pos[e]
     h ^= h >> 29
-    return h & 0x7FFFFFFFFFFFFFFF
+    hashed: Int = h & 0x7FFFFFFFFFFFFFFF
+    return hashed
 
 
 @njit(cache=True, inline="always")
-def _same_match(out_se, out_off, out_var, out_pos, i, j):  # type: ignore[no-untyped-def]
+def _same_match(out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, i: Int, j: Int) -> bool:
     if out_se[2 * i] != out_se[2 * j] or out_off[i + 1] - out_off[i] != out_off[j + 1] - out_off[j]:
         return False
     for e in range(out_off[i + 1] - out_off[i]):
@@ -114,7 +136,9 @@ def _same_match(out_se, out_off, out_var, out_pos, i, j):  # type: ignore[no-unt
 
 
 @njit(cache=True)
-def _seen_before(seen, out_se, out_off, out_var, out_pos, i, first, end):  # type: ignore[no-untyped-def]
+def _seen_before(
+    seen: Ints, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, i: Int, first: Int, end: Int
+) -> tuple[Ints, bool]:
     """(seen, whether match i repeats one of the matches first..i-1, which all end at
     ``end``); a new match is recorded. ``seen`` is an open-addressing set of match ids
     (row 0) valid while row 1 holds ``end``, so it empties itself at the next end."""
@@ -135,10 +159,11 @@ def _seen_before(seen, out_se, out_off, out_var, out_pos, i, first, end):  # typ
 
 
 @njit(cache=True)
-def _enumerate(  # type: ignore[no-untyped-def]
-    x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
-):
+def _enumerate(
+    x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
+    proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,
+    n_out: np.int64, n_ent: np.int64, path: Ints, stack_h: Ints, stack_d: Ints, seen: Ints, first: Int,
+) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, Ints, Ints, Ints, np.int64]:  # fmt: skip
     """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays.
 
     With a projection (``seen`` has columns), several valuations can give one match: a
@@ -147,7 +172,7 @@ def _enumerate(  # type: ignore[no-untyped-def]
     emask = E.shape[1] - 1
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
-    emitted = 0
+    emitted = ZERO
     # path caches each node of the current path as (position, projected variable mask),
     # so a match reads its prefix from two cache lines instead of the arena.
     path[0] = E[E_POS, x & emask]
@@ -241,7 +266,7 @@ def _enumerate(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def max_label_count(label_masks):  # type: ignore[no-untyped-def]
+def max_label_count(label_masks: Ints) -> Int:
     """The most variables any one label set binds (entries a path node may write)."""
     most = 1
     for mask in label_masks:
@@ -255,7 +280,7 @@ def max_label_count(label_masks):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def new_buffers(label_masks, proj_mask):  # type: ignore[no-untyped-def]
+def new_buffers(label_masks: Ints, proj_mask: Int) -> tuple[Ints, Ints, Int32s, Ints, Ints, Ints, Ints, Ints]:
     """Empty, growable output arrays (start/end pairs, offsets, variables, positions),
     the enumerator's path and stack, and its set of this end's matches (no columns when
     nothing is projected away: then every valuation is a distinct match), as a per-event
