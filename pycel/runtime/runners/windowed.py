@@ -19,15 +19,17 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from pycel.data.matches import Matches, take
 from pycel.errors import UnsupportedError
 from pycel.jit.dedupe import unique_matches
 from pycel.jit.windowed import STRATEGY_CODES, strategy_mask
 from pycel.limits import MAX_WINDOWED_CHOICES
 from pycel.plan.planner import Plan
+from pycel.runtime.postfilter import limit_per_end, project
 from pycel.runtime.snapshot.plan import Json
 from pycel.runtime.snapshot.tables import Reader, Writer
 
-from .base import Ints, Mask, PreparedBatch, RawMatches
+from .base import PreparedBatch, RawMatches
 from .sequential import SequentialRunner
 
 
@@ -44,12 +46,13 @@ class WindowedRunner:
     def advance(self, batch: PreparedBatch) -> RawMatches:
         if self.refused is not None:
             raise UnsupportedError(self.refused)
-        every = (1 << len(self.plan.variables)) - 1
+        variables = self.plan.variables
+        every = (1 << len(variables)) - 1
         # Enumerate at most one match more than the choice may compare per end, a slice of
         # the batch at a time: the work before a refusal stays bounded, and an end that
         # reaches the bound is refused, never cut short.
         bounded = attrs.evolve(batch, projection_mask=every, limit=MAX_WINDOWED_CHOICES + 1)
-        pieces = []
+        pieces: list[Matches] = []
         for lo in range(0, max(len(batch.bits), 1), _SLICE):
             raw = self.inner.advance(_slice(bounded, lo, lo + _SLICE))
             if len(raw.ends):
@@ -58,19 +61,18 @@ class WindowedRunner:
                 if len(over):
                     self.refused = _too_many(self.plan.strategy, int(over[0]))
                     raise UnsupportedError(self.refused)
-            pieces.append(raw)
-        raw = pieces[0] if len(pieces) == 1 else _concat(pieces)
-        if not np.all(raw.ends[1:] >= raw.ends[:-1]):  # the mask reads one end at a time
-            raw = _take(raw, np.argsort(raw.ends, kind="stable"))
-        keep = strategy_mask(raw.ends, raw.offsets, raw.positions, STRATEGY_CODES[self.plan.strategy])
-        raw = _take(raw, np.flatnonzero(keep))
+            pieces.append(Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables))
+        m = pieces[0] if len(pieces) == 1 else Matches.concat(pieces)
+        # The loop writes an end's matches together, ends increasing: the choice reads one
+        # end at a time.
+        assert np.all(m.ends[1:] >= m.ends[:-1]), "the loop's matches are not by end"
+        m = take(m, strategy_mask(m.ends, m.offsets, m.positions, STRATEGY_CODES[self.plan.strategy]))
         if batch.projection_mask != every:
-            raw = _project(raw, batch.projection_mask)
-            distinct = unique_matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions)
-            raw = _take(raw, np.flatnonzero(distinct))
-        if batch.limit >= 0 and len(raw.ends):
-            raw = _take(raw, np.flatnonzero(_rank_in_end(raw.ends) < batch.limit))
-        return raw
+            m = project(m, batch.projection_mask)
+            m = take(m, unique_matches(m.starts, m.ends, m.offsets, m.var_ids, m.positions))
+        if batch.limit >= 0:
+            m = limit_per_end(m, batch.limit)
+        return RawMatches(m.starts, m.ends, m.offsets, m.var_ids, m.positions)
 
     def forget(self, window_start: int) -> None:
         self.inner.forget(window_start)
@@ -112,19 +114,6 @@ def _slice(batch: PreparedBatch, lo: int, hi: int) -> PreparedBatch:
     )
 
 
-def _concat(pieces: list[RawMatches]) -> RawMatches:
-    """The matches of consecutive slices, in order."""
-    shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in pieces[:-1]])
-    offsets = [p.offsets[1:] + s for p, s in zip(pieces, shifts, strict=True)]
-    return RawMatches(
-        np.concatenate([p.starts for p in pieces]),
-        np.concatenate([p.ends for p in pieces]),
-        np.concatenate([pieces[0].offsets[:1], *offsets]),
-        np.concatenate([p.var_ids for p in pieces]),
-        np.concatenate([p.positions for p in pieces]),
-    )
-
-
 def _too_many(strategy: str, end: int) -> str:
     return (
         f"strategy({strategy!r}) with a window compares every match that fits the window at "
@@ -133,37 +122,3 @@ def _too_many(strategy: str, end: int) -> str:
         "of earlier pushes stand). Narrow the window, add filters, or use LIMIT with the "
         "default strategy (docs/strategies.md)"
     )
-
-
-def _take(raw: RawMatches, which: Ints) -> RawMatches:
-    """The matches ``which`` (indices, in that order)."""
-    lengths = np.diff(raw.offsets)[which]
-    offsets = np.zeros(len(which) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    entries = _entry_indices(raw.offsets[:-1][which], lengths, int(offsets[-1]))
-    return RawMatches(
-        raw.starts[which], raw.ends[which], offsets, raw.var_ids[entries], raw.positions[entries]
-    )
-
-
-def _entry_indices(firsts: Ints, lengths: Ints, total: int) -> Ints:
-    """Indices of the entries of matches whose entries start at ``firsts`` (vectorized)."""
-    group_starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(firsts, lengths) + (np.arange(total, dtype=np.int64) - group_starts)
-
-
-def _project(raw: RawMatches, projection_mask: int) -> RawMatches:
-    """Drop the entries of variables outside ``projection_mask`` (SELECT); the interval
-    of each match stays."""
-    kept: Mask = ((np.int64(projection_mask) >> raw.var_ids.astype(np.int64)) & 1).astype(np.bool_)
-    before = np.concatenate([[0], np.cumsum(kept, dtype=np.int64)])  # kept entries before k
-    offsets = before[raw.offsets]
-    return RawMatches(raw.starts, raw.ends, offsets, raw.var_ids[kept], raw.positions[kept])
-
-
-def _rank_in_end(ends: Ints) -> Ints:
-    """Each match's rank among the matches of its end (ends adjacent)."""
-    n = len(ends)
-    first = np.flatnonzero(np.concatenate([[True], ends[1:] != ends[:-1]]))
-    sizes = np.diff(np.concatenate([first, [n]]))
-    return np.arange(n, dtype=np.int64) - np.repeat(first, sizes)
