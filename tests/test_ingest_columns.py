@@ -217,3 +217,46 @@ def test_lists_of_dicts_and_events_ingest_as_a_dataframe(raw: list[Any], read: s
             shown = [got.value(attr, k) for k in range(len(got))]
             assert shown == [expected.value(attr, k) for k in range(len(got))]
         assert rows_of(got) == rows_of(expected)
+
+
+# -- string columns: one factorize pass gives both the nulls and the codes -----------------------
+
+NULLS = [None, float("nan"), pd.NA, pd.NaT, np.nan]
+
+
+@pytest.mark.parametrize("read", [None, {"sym"}])
+def test_a_string_column_with_every_kind_of_null_encodes_as_its_values(read: set[str] | None) -> None:
+    cells: list[Any] = ["b", None, "a", float("nan"), "b", pd.NA, pd.NaT, "", np.nan, "a"]
+    df = pd.DataFrame({"event_type": "Halt", "sym": pd.Series(cells, dtype=object), "why": "x"})
+    dicts = [{"event_type": "Halt", "sym": c, "why": "x"} for c in cells]
+    for data in (df, dicts):
+        schema = Schema.for_types(TYPES)
+        batch = to_batch(data, schema, columns=read)
+        present = [isinstance(c, str) for c in cells]
+        assert batch.valid["sym"].tolist() == present
+        assert [batch.value("sym", k) for k in range(len(cells))] == [
+            c if ok else None for c, ok in zip(cells, present, strict=True)
+        ]
+        codes = batch.columns["sym"]
+        assert (codes[~np.array(present)] == -1).all()
+        # one dictionary entry per distinct string, the same code for the same string
+        assert len({int(c) for c in codes[np.array(present)]}) == 3
+
+
+@pytest.mark.parametrize("bad", [["a"], {"a": 1}, b"a", 3.5])
+def test_a_non_string_cell_in_a_string_column_is_named_hashable_or_not(bad: Any) -> None:
+    cells: list[Any] = ["a", None, "b", bad, "a"]
+    df = pd.DataFrame({"event_type": "Halt", "sym": pd.Series(cells, dtype=object)})
+    for data in (df, [{"event_type": "Halt", "sym": c} for c in cells]):
+        with pytest.raises(DataError, match="expected str") as err:
+            to_batch(data, Schema.for_types(TYPES), columns={"sym"})
+        assert (err.value.row, err.value.column) == (3, "sym")
+
+
+@pytest.mark.parametrize("name", [None, float("nan"), ["Quote"], 7])
+def test_a_missing_or_unknown_event_type_cell_is_named(name: Any) -> None:
+    names: list[Any] = ["Quote", "Halt", name, "Quote"]
+    df = pd.DataFrame({"event_type": pd.Series(names, dtype=object), "sym": "s"})
+    with pytest.raises(DataError) as err:
+        to_batch(df, Schema.for_types(TYPES))
+    assert (err.value.row, err.value.column) == (2, "event_type")

@@ -69,7 +69,8 @@ def assemble(
     """
     _refuse_unknown(trial, type_ids, inputs)
     n = len(type_ids)
-    seen_types = np.unique(type_ids).tolist()
+    # (bincount, not np.unique: no sort of every row's type id)
+    seen_types = np.flatnonzero(np.bincount(type_ids, minlength=len(trial.type_names))).tolist()
     columns: dict[str, np.ndarray[Any, Any]] = {}
     valid: dict[str, npt.NDArray[np.bool_]] = {}
     deferred: dict[str, DeferredColumn] = {}
@@ -82,11 +83,13 @@ def assemble(
                 columns[attr] = zero - 1 if dtype == "str" else zero
                 valid[attr] = np.zeros(n, dtype=np.bool_)
             continue
+        # A string column is factorized first: its nulls come from the same pass.
+        codes = raw.string_codes() if reading and dtype == "str" else None
         declaring = np.array([attr in f for f in trial.type_fields], dtype=np.bool_)
         if not declaring[seen_types].all():  # some row's type lacks it: those cells must be null
             refuse_stray(raw.filled(), declaring[type_ids], trial, type_ids, attr)
         if reading:
-            columns[attr], valid[attr] = encode_column(raw.series(), dtype, raw.filled(), trial, attr)
+            columns[attr], valid[attr] = encode_column(raw.series(), dtype, raw.filled(), trial, attr, codes)
         else:
             deferred[attr] = defer(attr, dtype, raw)
     schema.adopt(trial)

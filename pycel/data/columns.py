@@ -30,6 +30,8 @@ from .values import int_problem, scalar_problem
 _KINDS = {"bool": "b", "int": "iuf", "float": "iuf", "time": "iuM", "str": "O"}
 _NS_PER = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9,
            "ms": 10**6, "us": 10**3}
+#: ``pandas.factorize`` of a column of objects: (code per row, -1 at nulls; distinct values).
+Factorized = tuple[npt.NDArray[np.intp], np.ndarray[Any, Any]]
 TARGET = {"bool": np.bool_, "int": np.int64, "float": np.float64, "time": np.int64, "str": np.int32}
 # What infer_dtype may call the present cells of an object column for numpy to convert them.
 _NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "empty"})
@@ -66,16 +68,35 @@ class RawColumn:
         self._load, self._nulls = load, nulls
         self._series: pd.Series | None = None
         self._filled: npt.NDArray[np.bool_] | None = None
+        self._codes: Factorized | None = None
 
     def series(self) -> pd.Series:
         if self._series is None:
             self._series = self._load()
         return self._series
 
+    def string_codes(self) -> Factorized | None:
+        """For a column of Python objects read as strings: ``pandas.factorize``'s (codes,
+        distinct values), code -1 at the nulls; computed once, so that the null mask
+        (``filled``) and the encoding share one hashing pass over the cells. None for
+        other dtypes, and where a cell cannot be hashed (checked cell by cell instead)."""
+        if self._codes is None and self.series().dtype == object:
+            try:
+                codes, uniques = pd.factorize(self.series().to_numpy())
+            except TypeError:  # an unhashable cell (a list): not a string, found by encode_column
+                return None
+            self._codes = (np.asarray(codes, dtype=np.intp), np.asarray(uniques, dtype=object))
+        return self._codes
+
     def filled(self) -> npt.NDArray[np.bool_]:
         """Per row, whether the cell holds a value (not None, NaN, NaT or <NA>)."""
         if self._filled is None:
-            self._filled = ~self._nulls() if self._nulls is not None else self.series().notna().to_numpy()
+            if self._nulls is not None:
+                self._filled = ~self._nulls()
+            elif self._codes is not None:  # factorize's nulls are isna's
+                self._filled = self._codes[0] >= 0
+            else:
+                self._filled = self.series().notna().to_numpy()
         return self._filled
 
 
@@ -92,7 +113,8 @@ class DeferredFrameColumn:
         if self._decoded is None:
             strings = Schema()
             raw = self.raw
-            values, valid = encode_column(raw.series(), self.dtype, raw.filled(), strings, self.column)
+            codes = raw.string_codes() if self.dtype == "str" else None
+            values, valid = encode_column(raw.series(), self.dtype, raw.filled(), strings, self.column, codes)
             self._decoded = values, valid, strings.strings
         values, valid, table = self._decoded
         return decode(values[k], self.dtype, table) if valid[k] else None
@@ -175,11 +197,17 @@ def _checked_objects(
 
 
 def encode_column(
-    series: pd.Series, dtype: str, present: npt.NDArray[np.bool_], schema: Schema, column: str
+    series: pd.Series,
+    dtype: str,
+    present: npt.NDArray[np.bool_],
+    schema: Schema,
+    column: str,
+    factorized: Factorized | None = None,
 ) -> tuple[np.ndarray[Any, Any], npt.NDArray[np.bool_]]:
     """(values, valid) of one attribute column, checked against ``dtype``; ``present``:
     its non-null cells. Strings become codes of ``schema``'s dictionary (one lookup per
-    distinct string), times int64 nanoseconds.
+    distinct string), times int64 nanoseconds. ``factorized``: the column's
+    ``RawColumn.string_codes()`` when known (its nulls are ``~present``).
 
     Example: ``encode_column(pd.Series([1, 2]), "int", np.array([True, True]), schema, "x")``.
     """
@@ -187,12 +215,7 @@ def encode_column(
     n = len(values)
     if values.dtype.kind == "O":
         if dtype == "str":
-            if pd.api.types.infer_dtype(values[present], skipna=False) not in _FAST["str"]:
-                _checked_objects(values, present, dtype, column)  # raises at the first non-string
-            codes = np.full(n, -1, dtype=np.int32)
-            inverse, uniq = pd.factorize(values[present])
-            codes[present] = np.array([schema.encode(str(u)) for u in uniq] or [0], dtype=np.int32)[inverse]
-            return codes, present
+            return _string_codes(values, present, schema, column, factorized), present
         converted = _converted_objects(values, present, dtype, column)
         values = _checked_objects(values, present, dtype, column) if converted is None else converted
     elif dtype == "str" and present.any():
@@ -213,6 +236,32 @@ def encode_column(
     # (np.where, not nan_to_num: NaN cells are nulls, already masked; an infinity is a value)
     out: np.ndarray[Any, Any] = np.where(present, values, 0)
     return out.astype(TARGET[dtype]), present
+
+
+def _string_codes(
+    values: np.ndarray[Any, Any],
+    present: npt.NDArray[np.bool_],
+    schema: Schema,
+    column: str,
+    factorized: Factorized | None,
+) -> npt.NDArray[np.int32]:
+    """Dictionary codes of a column of Python strings (-1 where absent). The distinct
+    values are classified, not every cell: a cell that is not a string hashes unlike
+    every string, so it is a distinct value of its own."""
+    if factorized is None:  # (classified whole first: an unhashable cell cannot be factorized)
+        if pd.api.types.infer_dtype(values[present], skipna=False) not in _FAST["str"]:
+            _checked_objects(values, present, "str", column)  # raises at the first non-string
+        inverse, uniq = pd.factorize(values[present])
+        where = present
+    else:
+        inverse, uniq = factorized
+        where = inverse >= 0
+        if pd.api.types.infer_dtype(uniq, skipna=False) not in _FAST["str"]:
+            _checked_objects(values, present, "str", column)
+    table = np.array([schema.encode(str(u)) for u in uniq] or [0], dtype=np.int32)
+    codes = np.full(len(values), -1, dtype=np.int32)
+    codes[where] = table[inverse[where] if factorized is not None else inverse]
+    return codes
 
 
 def _nanoseconds(

@@ -85,6 +85,16 @@ def _frame_column(frame: pd.DataFrame, k: int) -> pd.Series:
     return frame.iloc[:, k]
 
 
+def _type_names(names: pd.Series) -> tuple[npt.NDArray[np.intp], Any]:
+    """(code per row, -1 where null; distinct names) of the event-type column: one
+    factorize pass, the names made text afterwards (1 and "1" both name type "1")."""
+    try:
+        codes, uniq = pd.factorize(names)
+    except TypeError:  # an unhashable name (a list): looked up (and refused) as its text
+        codes, uniq = pd.factorize(names.where(names.isna(), names.astype(str)))
+    return np.asarray(codes, dtype=np.intp), uniq
+
+
 def frame_to_batch(
     data: Any,
     schema: Schema,
@@ -103,11 +113,10 @@ def frame_to_batch(
     if type_column not in inputs:
         raise DataError(f"missing the event type column {type_column!r}; columns: {list(inputs)}")
     trial = schema.copy()
-    names = inputs.pop(type_column).series()
-    missing = names.isna().to_numpy()
+    codes, uniq = _type_names(inputs.pop(type_column).series())
+    missing = codes < 0
     if missing.any():
         raise DataError("missing event type", row=first(missing), column=type_column)
-    codes, uniq = pd.factorize(names.astype(str))
     table = np.empty(len(uniq), dtype=np.int32)
     for k, name in enumerate(uniq):
         table[k] = trial.type_id(str(name), row=first(codes == k), column=type_column)
