@@ -236,6 +236,8 @@ def _git_commit() -> str:
 
 
 def write_report(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[float, str]:
+    overheads = [r["core_overhead"] for r in rows if r.get("core_overhead") is not None]
+    overhead = f"{min(overheads) * 1e3:.0f}–{max(overheads) * 1e3:.0f} ms" if overheads else "-"
     ok = [r for r in rows if r.get("ratio")]
     ratios = [r["ratio"] for r in ok]
     geo = float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
@@ -250,7 +252,8 @@ def write_report(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -
         "- times are **CPU seconds of the timed region** (the machine is shared by other "
         "processes): pycel `query.run(DataFrame)` in process, warm (after one untimed run); "
         "CORE `send_events` + `get_output` on PyEvents built beforehand, all its threads "
-        "(including its fixed ~0.05–0.15 s thread start-up and teardown per run)",
+        f"(including its fixed cost per run: a run with no events took {overhead} of wall time, "
+        "core_worker's `overhead_s`)",
         "- equal: both engines' matches compared exactly as (start, end, set of positions)",
         "- CORE's `WITHIN n [attr]` is strict (span < n), pycel's inclusive (docs/ceql.md): pycel "
         "runs each query with `WITHIN n - 1 [attr]`, the same window on these integer attributes",
@@ -278,7 +281,7 @@ def write_report(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--only", default="*", help="comma-separated name patterns, e.g. 'S3*,Q*'")
     ap.add_argument("--timeout", type=float, default=600)
@@ -327,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["equal"] = f"CORE {core.get('status')}: {core.get('error', '')}"[:120]
             else:
                 row["core_cpu"] = statistics.median(core["cpu_s"])
+                row["core_overhead"] = core.get("overhead_s")
                 row["ratio"] = row["core_cpu"] / max(row["pycel_cpu"], 1e-9)
                 theirs = MatchSet.load(core["matches_file"])
                 res = compare(theirs, ours)

@@ -260,3 +260,20 @@ def test_a_missing_or_unknown_event_type_cell_is_named(name: Any) -> None:
     with pytest.raises(DataError) as err:
         to_batch(df, Schema.for_types(TYPES))
     assert (err.value.row, err.value.column) == (2, "event_type")
+
+
+@pytest.mark.parametrize("null", NULLS)
+@pytest.mark.parametrize(("attr", "values"), [("qty", [3, -1, 2**62]), ("px", [1.5, -0.0, 2.0]),
+                                              ("ok", [True, False, True]), ("sym", ["x", "", "y"])])
+def test_nulls_in_object_columns_are_found_whatever_their_kind(
+    attr: str, values: list[Any], null: Any
+) -> None:
+    """Object columns all of one kind are taken as null-free without a test per cell; a
+    null of any kind among them is still a null (and only it)."""
+    cells = [values[0], null, values[1], values[2], null]
+    df = pd.DataFrame({"event_type": "Quote", attr: pd.Series(cells, dtype=object)})
+    for data in (df, [{"event_type": "Quote", attr: c} for c in cells]):
+        for read in (None, {attr}):
+            batch = to_batch(data, Schema.for_types(TYPES), columns=read)
+            assert batch.valid[attr].tolist() == [True, False, True, True, False]
+            assert [batch.value(attr, k) for k in range(5)] == [values[0], None, values[1], values[2], None]

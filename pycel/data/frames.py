@@ -78,11 +78,20 @@ def _columns(data: Any) -> dict[str, RawColumn]:
         }
     names = [str(c) for c in data.columns]
     _check_unique(names)
-    return {name: RawColumn(functools.partial(_frame_column, data, k)) for k, name in enumerate(names)}
+    return {
+        name: RawColumn(functools.partial(_frame_column, data, label, k))
+        for k, (name, label) in enumerate(zip(names, data.columns, strict=True))
+    }
 
 
-def _frame_column(frame: pd.DataFrame, k: int) -> pd.Series:
-    return frame.iloc[:, k]
+def _frame_column(frame: pd.DataFrame, label: Any, k: int) -> pd.Series:
+    """Column ``k`` (labelled ``label``): by label, pandas' cached lookup (``iloc`` builds
+    a new Series each time), by position where a label does not name one column."""
+    try:
+        column = frame[label]
+    except (KeyError, TypeError, ValueError):  # an unusual label (pandas reads it as a key set)
+        column = None
+    return column if isinstance(column, pd.Series) else frame.iloc[:, k]
 
 
 def _type_names(names: pd.Series) -> tuple[npt.NDArray[np.intp], Any]:
