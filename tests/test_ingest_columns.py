@@ -277,3 +277,18 @@ def test_nulls_in_object_columns_are_found_whatever_their_kind(
             batch = to_batch(data, Schema.for_types(TYPES), columns=read)
             assert batch.valid[attr].tolist() == [True, False, True, True, False]
             assert [batch.value(attr, k) for k in range(5)] == [values[0], None, values[1], values[2], None]
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["Quote", "Halt", "Nope", "x"])), max_size=40))
+def test_first_rows_of_factorized_codes_are_where_each_value_first_appears(names: list[Any]) -> None:
+    codes, uniq = pd.factorize(pd.Series(names, dtype=object))
+    expected = [names.index(u) for u in uniq]
+    assert frames.first_rows(codes) == expected
+
+
+def test_an_unknown_event_type_is_named_at_its_first_row_after_known_ones() -> None:
+    names = ["Quote", "Halt", "Quote", "Nope", "Halt", "Nope"]
+    for data in (pd.DataFrame({"event_type": names}), [{"event_type": n} for n in names]):
+        with pytest.raises(DataError, match="Nope") as err:
+            to_batch(data, Schema.for_types(TYPES))
+        assert (err.value.row, err.value.column) == (3, "event_type")

@@ -52,6 +52,20 @@ def first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def first_rows(codes: npt.NDArray[np.intp]) -> list[int]:
+    """The first row of each code of ``pandas.factorize`` (-1: null), in one pass: it
+    numbers values in order of first appearance, so a row starts a code exactly where
+    it exceeds every code before it.
+
+    Example: ``first_rows(np.array([0, -1, 0, 1, 2, 1]))`` is ``[0, 3, 4]``.
+    """
+    if not len(codes):
+        return []
+    seen = np.maximum.accumulate(codes)
+    starts: list[int] = np.flatnonzero(codes > np.concatenate([[-1], seen[:-1]])).tolist()
+    return starts
+
+
 class RawColumn:
     """One column of the input as it was given, turned into a pandas Series only when it
     is needed (a column the query does not read may never be).

@@ -26,7 +26,7 @@ from pycel.errors import DataError
 
 from .assemble import assemble
 from .batch import EventBatch, Schema
-from .columns import DeferredFrameColumn, RawColumn, first
+from .columns import DeferredFrameColumn, RawColumn, first, first_rows
 
 
 def _check_unique(columns: list[str]) -> None:
@@ -127,8 +127,8 @@ def frame_to_batch(
     if missing.any():
         raise DataError("missing event type", row=first(missing), column=type_column)
     table = np.empty(len(uniq), dtype=np.int32)
-    for k, name in enumerate(uniq):
-        table[k] = trial.type_id(str(name), row=first(codes == k), column=type_column)
+    for k, (name, row) in enumerate(zip(uniq, first_rows(codes), strict=True)):
+        table[k] = trial.type_id(str(name), row=row, column=type_column)
     type_ids = table[codes] if len(codes) else np.zeros(0, dtype=np.int32)
     return assemble(
         schema, trial, offset, type_ids.astype(np.int32), inputs,

@@ -30,7 +30,7 @@ from pycel.language.events import Event, event_name
 
 from .assemble import assemble
 from .batch import EventBatch, Schema, declared_attributes
-from .columns import DeferredFrameColumn, RawColumn
+from .columns import DeferredFrameColumn, RawColumn, first_rows
 from .values import null_or_value
 
 
@@ -85,8 +85,8 @@ def _type_ids(
     except TypeError:  # an unhashable name: it is looked up (and refused) as its text
         codes, uniq = pd.factorize(_objects(map(str, names), len(names)))
     table = np.empty(len(uniq), dtype=np.int32)
-    for k, name in enumerate(uniq):
-        table[k] = trial.type_id(str(name), row=int(maps[np.flatnonzero(codes == k)[0]]), column=type_column)
+    for k, (name, row) in enumerate(zip(uniq, first_rows(codes), strict=True)):
+        table[k] = trial.type_id(str(name), row=int(maps[row]), column=type_column)
     ids[maps] = table[codes]
     plain = all(issubclass(cls, (dict, Event)) for cls in kinds)
     if len(maps) == n:
