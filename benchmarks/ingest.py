@@ -5,13 +5,14 @@ For each input kind (pandas DataFrame, Arrow table, list of dicts, Event instanc
 times ``to_batch`` (with the query's read columns when ``to_batch`` takes ``columns=``)
 and the matching of the ready batch (``stream.push(batch)``), and prints events/s and the
 share of the run spent in ingestion. Then ``pycel run`` on the same events as CSV and as
-Parquet (in process, output to /dev/null), then list-of-dicts ingestion at growing sizes.
+Parquet (in process, output to /dev/null), then list-of-dicts ingestion at 10k…1M rows
+beside the same rows as a DataFrame.
 Times are CPU seconds of this process, best of ``--repeats``.
 
 Run::
 
-    python benchmarks/ingest.py                 # 20k events, dicts up to 160k rows
-    python benchmarks/ingest.py --events 20000 --max-rows 640000
+    python benchmarks/ingest.py                 # 20k events, dicts up to 1M rows
+    python benchmarks/ingest.py --events 20000 --max-rows 100000
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--max-rows", type=int, default=160_000, help="largest list of dicts")
+    parser.add_argument("--max-rows", type=int, default=1_000_000, help="largest list of dicts")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
@@ -143,15 +144,17 @@ def main() -> None:
             print(f"{kind + suffix:<24} {ingest * 1e3:>10.1f} {args.events / ingest:>12,.0f} "
                   f"{match * 1e3:>9.1f} {ingest / (ingest + match):>15.0%}")
     _cli(frame, args.repeats)
-    print("\nlist of dicts (taxis schema), ingestion time:")
-    rows = 10_000
-    while rows <= args.max_rows:
-        many = taxi_frame(rows, seed=rows).to_dict("records")
-        seconds = best_of(
-            max(1, args.repeats // 2), lambda many=many: to_batch(many, Schema.for_types([trip]), **extra)
-        )
-        print(f"{rows:>9,} rows {seconds:>8.3f} s {rows / seconds:>12,.0f} rows/s")
-        rows *= 4 if rows < args.max_rows // 4 or rows * 4 == args.max_rows else 2
+    print("\nlist of dicts vs DataFrame (taxis schema), ingestion time (CPU s):")
+    print(f"{'rows':>9} {'dicts s':>8} {'dicts rows/s':>13} {'DataFrame s':>12} {'dicts/DataFrame':>16}")
+    for rows in (n for n in (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= args.max_rows):
+        table = taxi_frame(rows, seed=rows)
+        many = table.to_dict("records")
+        repeats = max(1, args.repeats // 2)
+        seconds = best_of(repeats, lambda many=many: to_batch(many, Schema.for_types([trip]), **extra))
+        columnar = best_of(repeats, lambda table=table: to_batch(table, Schema.for_types([trip]), **extra))
+        ratio = seconds / columnar
+        print(f"{rows:>9,} {seconds:>8.3f} {rows / seconds:>13,.0f} {columnar:>12.4f} {ratio:>15.1f}x")
+        del many, table
 
 
 def _cli(frame: pd.DataFrame, repeats: int) -> None:
