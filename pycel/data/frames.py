@@ -97,8 +97,8 @@ def _frame_column(frame: pd.DataFrame, label: Any, k: int) -> pd.Series:
 def _type_names(names: pd.Series) -> tuple[npt.NDArray[np.intp], Any]:
     """(code per row, -1 where null; distinct names) of the event-type column: one
     factorize pass, the names made text afterwards (1 and "1" both name type "1")."""
-    try:
-        codes, uniq = pd.factorize(names)
+    try:  # (a column of objects as numpy: pandas would wrap the names in an Index)
+        codes, uniq = pd.factorize(names.to_numpy() if names.dtype == object else names)
     except TypeError:  # an unhashable name (a list): looked up (and refused) as its text
         codes, uniq = pd.factorize(names.where(names.isna(), names.astype(str)))
     return np.asarray(codes, dtype=np.intp), uniq
