@@ -12,7 +12,11 @@ checked by mypy through the stubs in typings/numba.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -104,8 +108,66 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
             stream = pycel.Stream.restore(stream.snapshot())  # restored arrays: the same types
         _same(pattern, got, events)
     assert {"sequential", "ranked", "maximal", "parallel"} <= families
-    for loop in (runtime.run_batch, last.run_batch_last, maximal.run_batch_max, pcea.run_batch_hcq):
-        assert len(loop.signatures) == 1, (loop.__name__, loop.signatures)
+    variants = {
+        "all": runtime.loop_variants(),
+        "ranked": last.loop_variants(),
+        "max": maximal.loop_variants(),
+        "parallel": pcea.loop_variants(),
+    }
+    # The patterns above use contiguity (strict), consumption-free and projecting clauses
+    # and NEXT as well as LAST: several variants of a loop exist, each compiled once.
+    assert (True, False, False) in variants["all"] and (False, False, False) in variants["all"]
+    assert {key[0] for key in variants["ranked"]} == {False, True}
+    for family, loops in variants.items():
+        for key, loop in loops.items():
+            assert len(loop.signatures) == 1, (family, key, loop.signatures)
+
+
+PLAIN_QUERIES = textwrap.dedent(
+    """\
+    import json, random
+    from numba.core.event import install_recorder
+    import pycel
+    from pycel.jit import last, runtime
+    from pycel.reference import evaluate
+
+    class K(pycel.Event):
+        x: pycel.Field[int]
+
+    class KA(K): ...
+    class KB(K): ...
+
+    rnd = random.Random(3)
+    events = [rnd.choice([KA, KB])(x=rnd.randrange(3)) for _ in range(30)]
+    a, b = pycel.alias(KA, "a"), pycel.alias(KB, "b")
+    patterns = [pycel.seq(a, pycel.plus(b)).within(events=6), pycel.seq(a, b).strategy("last")]
+    with install_recorder("numba:compile") as recorder:
+        equal = [pycel.compile(p).run(events).keys() == evaluate(p, events).keys() for p in patterns]
+    compiled = sorted({e.data["dispatcher"].py_func.__qualname__ for _, e in recorder.buffer})
+    print(json.dumps({"equal": equal, "compiled": compiled,
+                      "all": sorted(runtime.loop_variants()), "ranked": sorted(last.loop_variants())}))
+    """
+)
+
+
+def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
+    """With an empty cache, an ALL query without contiguity, consumption or projection,
+    and a LAST query, compile neither contiguity's heaps, the projection's duplicate
+    check nor NEXT's order list (each loop variant has only the paths its queries use)."""
+    env = {**os.environ, "PYCEL_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", PLAIN_QUERIES], env=env, check=True, capture_output=True, text=True
+    )
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["equal"] == [True, True]
+    assert result["all"] == [[False, False, False]]
+    assert result["ranked"] == [[False, False, False]]
+    compiled = set(result["compiled"])
+    assert "run_batch_all" in " ".join(compiled)  # the recorder saw the compilation
+    unused_paths = ("_seen_before", "_merge", "_insert", "_next_entries", "insert_before", "release")
+    unused_paths += ("_retire",)
+    for unused in unused_paths:
+        assert unused not in compiled, (unused, sorted(compiled))
 
 
 SNIPPET = textwrap.dedent(

@@ -10,6 +10,7 @@ at the same depth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
@@ -29,6 +30,7 @@ from .store import (
     copy_prefix,
     live,
 )
+from .structs import Buffers
 
 #: The arrays _grow doubles (its result has the argument's type).
 _Array = TypeVar("_Array", Ints, Int32s, Flags)
@@ -158,142 +160,168 @@ def _seen_before(
     return seen, False
 
 
-@njit(cache=True)
-def _enumerate(
-    x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
-    proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,
-    n_out: np.int64, n_ent: np.int64, path: Ints, stack_h: Ints, stack_d: Ints, seen: Ints, first: Int,
-) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, Ints, Ints, Ints, np.int64]:  # fmt: skip
-    """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays.
-
-    With a projection (``seen`` has columns), several valuations can give one match: a
-    match equal to one already written for this end (matches ``first``…) is taken back
-    and does not count towards ``budget``, so LIMIT n keeps n distinct matches."""
-    emask = E.shape[1] - 1
-    umask = U.shape[1] - 1
-    unext = ctr[C_U_NEXT]
-    emitted = ZERO
-    # path caches each node of the current path as (position, projected variable mask),
-    # so a match reads its prefix from two cache lines instead of the arena.
-    path[0] = E[E_POS, x & emask]
-    path[1] = label_masks[E[E_LABEL, x & emask]] & proj_mask
-    top = 0
-    child = E[E_CHILD, x & emask]
-    if child < 0:
-        depth_done = 0  # a one-event match
-    else:
-        depth_done = -1
-        stack_h[0] = child
-        stack_d[0] = 1
-        top = 1
-    while emitted < budget:
-        if depth_done < 0:
-            if top == 0:
-                break
-            top -= 1
-            h = stack_h[top]
-            d = stack_d[top]
-            hs = h & umask
-            if top + 3 > stack_h.shape[0]:
-                stack_h = _grow(stack_h, top + 3)
-                stack_d = _grow(stack_d, top + 3)
-            left = U[U_LEFT, hs]
-            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-                stack_h[top] = left
-                stack_d[top] = d
-                top += 1
-            right = U[U_RIGHT, hs]
-            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-                stack_h[top] = right
-                stack_d[top] = d
-                top += 1
-            e = U[U_CONTENT, hs]
-            if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
-                stack_h[top] = E[E_CHILD, e & emask]
-                stack_d[top] = d
-                top += 1
-                continue
-            if 2 * d + 2 > path.shape[0]:
-                path = _grow(path, 2 * d + 2)
-            es = e & emask
-            path[2 * d] = E[E_POS, es]
-            path[2 * d + 1] = label_masks[E[E_LABEL, es]] & proj_mask
-            ch = E[E_CHILD, es]
-            if ch >= 0 and live(U, unext, ch):
-                stack_h[top] = ch
-                stack_d[top] = d + 1
-                top += 1
-                continue
-            depth_done = d
-        # Emit the match path[0..depth_done] from the cached path; the output arrays
-        # are replaced only when they grow.
-        d = depth_done
-        if (
-            n_ent + (d + 1) * max_labels > out_var.shape[0]
-            or n_out + 2 > out_off.shape[0]
-            or 2 * (n_out + 1) > out_se.shape[0]
-        ):
-            out_se, out_off, out_var, out_pos = _reserve(
-                out_se, out_off, out_var, out_pos, n_out, n_ent, (d + 1) * max_labels
-            )
-        start = end
-        for k in range(d + 1):
-            p = path[2 * k]
-            if p < start:
-                start = p
-            m = path[2 * k + 1]
-            v = 0
-            while m != 0:
-                if m & 1:
-                    out_var[n_ent] = v
-                    out_pos[n_ent] = p
-                    n_ent += 1
-                m >>= 1
-                v += 1
-        out_se[2 * n_out] = start
-        out_se[2 * n_out + 1] = end
-        n_out += 1
-        out_off[n_out] = n_ent
-        depth_done = -1
-        if seen.shape[1] > 0:
-            seen, repeated = _seen_before(seen, out_se, out_off, out_var, out_pos, n_out - 1, first, end)
-            if repeated:
-                n_out -= 1
-                n_ent = out_off[n_out]
-                continue
-        emitted += 1
-    return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, emitted
+#: What an enumerator returns: the output arrays and counts, the work arrays (possibly
+#: grown) and the number of matches it wrote.
+Enumerated = tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, Ints, Ints, Ints, np.int64]
+Enumerator = Callable[
+    [Int, Int, Int, Int, Ints, Ints, Ints, Ints, Int, Int, Ints, Ints, Int32s, Ints,
+     np.int64, np.int64, Ints, Ints, Ints, Ints, Int],
+    Enumerated,
+]  # fmt: skip
 
 
-@njit(cache=True)
-def max_label_count(label_masks: Ints) -> Int:
-    """The most variables any one label set binds (entries a path node may write)."""
-    most = 1
-    for mask in label_masks:
-        bits = 0
-        while mask != 0:
-            bits += mask & 1
-            mask >>= 1
-        if bits > most:
-            most = bits
-    return most
+def _enumerator(distinct: bool) -> Enumerator:
+    """The enumerator, with the duplicate check of a projection (``distinct``) or without.
+
+    Two compiled functions rather than a test at run time, so that a query which projects
+    nothing away never compiles the check (:func:`_seen_before`, about a second of cold
+    compile); ``distinct`` is a closure constant, so Numba drops the branch it disables
+    before typing it, and caches each variant apart (keyed by the constant)."""
+
+    @njit(cache=True)
+    def enumerate_matches(
+        x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
+        proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,
+        n_out: np.int64, n_ent: np.int64, path: Ints, stack_h: Ints, stack_d: Ints, seen: Ints, first: Int,
+    ) -> Enumerated:  # fmt: skip
+        """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays.
+
+        With a projection (``distinct``; ``seen`` has columns), several valuations can give
+        one match: a match equal to one already written for this end (matches ``first``…)
+        is taken back and does not count towards ``budget``, so LIMIT n keeps n distinct
+        matches."""
+        emask = E.shape[1] - 1
+        umask = U.shape[1] - 1
+        unext = ctr[C_U_NEXT]
+        emitted = ZERO
+        # path caches each node of the current path as (position, projected variable mask),
+        # so a match reads its prefix from two cache lines instead of the arena.
+        path[0] = E[E_POS, x & emask]
+        path[1] = label_masks[E[E_LABEL, x & emask]] & proj_mask
+        top = 0
+        child = E[E_CHILD, x & emask]
+        if child < 0:
+            depth_done = 0  # a one-event match
+        else:
+            depth_done = -1
+            stack_h[0] = child
+            stack_d[0] = 1
+            top = 1
+        while emitted < budget:
+            if depth_done < 0:
+                if top == 0:
+                    break
+                top -= 1
+                h = stack_h[top]
+                d = stack_d[top]
+                hs = h & umask
+                if top + 3 > stack_h.shape[0]:
+                    stack_h = _grow(stack_h, top + 3)
+                    stack_d = _grow(stack_d, top + 3)
+                left = U[U_LEFT, hs]
+                if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                    stack_h[top] = left
+                    stack_d[top] = d
+                    top += 1
+                right = U[U_RIGHT, hs]
+                if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                    stack_h[top] = right
+                    stack_d[top] = d
+                    top += 1
+                e = U[U_CONTENT, hs]
+                if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
+                    stack_h[top] = E[E_CHILD, e & emask]
+                    stack_d[top] = d
+                    top += 1
+                    continue
+                if 2 * d + 2 > path.shape[0]:
+                    path = _grow(path, 2 * d + 2)
+                es = e & emask
+                path[2 * d] = E[E_POS, es]
+                path[2 * d + 1] = label_masks[E[E_LABEL, es]] & proj_mask
+                ch = E[E_CHILD, es]
+                if ch >= 0 and live(U, unext, ch):
+                    stack_h[top] = ch
+                    stack_d[top] = d + 1
+                    top += 1
+                    continue
+                depth_done = d
+            # Emit the match path[0..depth_done] from the cached path; the output arrays
+            # are replaced only when they grow.
+            d = depth_done
+            if (
+                n_ent + (d + 1) * max_labels > out_var.shape[0]
+                or n_out + 2 > out_off.shape[0]
+                or 2 * (n_out + 1) > out_se.shape[0]
+            ):
+                out_se, out_off, out_var, out_pos = _reserve(
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, (d + 1) * max_labels
+                )
+            start = end
+            for k in range(d + 1):
+                p = path[2 * k]
+                if p < start:
+                    start = p
+                m = path[2 * k + 1]
+                v = 0
+                while m != 0:
+                    if m & 1:
+                        out_var[n_ent] = v
+                        out_pos[n_ent] = p
+                        n_ent += 1
+                    m >>= 1
+                    v += 1
+            out_se[2 * n_out] = start
+            out_se[2 * n_out + 1] = end
+            n_out += 1
+            out_off[n_out] = n_ent
+            depth_done = -1
+            if distinct:
+                seen, repeated = _seen_before(seen, out_se, out_off, out_var, out_pos, n_out - 1, first, end)
+                if repeated:
+                    n_out -= 1
+                    n_ent = out_off[n_out]
+                    continue
+            emitted += 1
+        return out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, emitted
+
+    return enumerate_matches
 
 
-@njit(cache=True)
-def new_buffers(label_masks: Ints, proj_mask: Int) -> tuple[Ints, Ints, Int32s, Ints, Ints, Ints, Ints, Ints]:
-    """Empty, growable output arrays (start/end pairs, offsets, variables, positions),
-    the enumerator's path and stack, and its set of this end's matches (no columns when
-    nothing is projected away: then every valuation is a distinct match), as a per-event
-    loop starts with them."""
-    out_se = np.empty(64, dtype=np.int64)
-    out_off = np.zeros(33, dtype=np.int64)
-    out_var = np.empty(64, dtype=np.int32)
-    out_pos = np.empty(64, dtype=np.int64)
-    path = np.empty(64, dtype=np.int64)
-    stack_h = np.empty(64, dtype=np.int64)
-    stack_d = np.empty(64, dtype=np.int64)
-    bound = 0
-    for mask in label_masks:
-        bound |= mask
-    seen = np.full((2, 64 if bound & ~proj_mask else 0), -1, dtype=np.int64)
-    return out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen
+#: Every valuation is a distinct match (nothing is projected away).
+_enumerate = _enumerator(False)
+#: A projection drops variables: repeated matches of one end are taken back.
+_enumerate_distinct = _enumerator(True)
+
+
+def drops_variables(label_masks: Ints, proj_mask: Int) -> bool:
+    """Whether the projection ``proj_mask`` drops a variable some label binds: then runs
+    can repeat a match, and the loops need :data:`_enumerate_distinct` (see
+    :func:`new_buffers`, which gives the duplicate check its set then).
+
+    Example::
+
+        drops_variables(np.array([0b01, 0b11]), proj_mask=0b01)   # True
+    """
+    bound = int(np.bitwise_or.reduce(label_masks)) if label_masks.shape[0] else 0
+    return bool(bound & ~int(proj_mask))
+
+
+def new_buffers(label_masks: Ints, distinct: bool) -> Buffers:
+    """Empty, growable output arrays and the enumerator's work arrays as a per-event loop
+    starts with them (:class:`~pycel.jit.structs.Buffers`); the duplicate check gets its
+    set if ``distinct`` (see :func:`drops_variables`).
+
+    Example::
+
+        work = new_buffers(tables.label_masks, drops_variables(tables.label_masks, proj_mask))
+    """
+    masks = label_masks.tolist()
+    most = max([1, *(int(m).bit_count() for m in masks)])
+    return Buffers(
+        np.empty(64, dtype=np.int64), np.zeros(33, dtype=np.int64), np.empty(64, dtype=np.int32),
+        np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64),
+        np.empty(64, dtype=np.int64),
+        np.full((2, 64 if distinct else 0), -1, dtype=np.int64),
+        np.int64(most),
+    )  # fmt: skip

@@ -50,11 +50,13 @@ long as H.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
-from .enumerate import _enumerate, _grow, max_label_count, new_buffers
+from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
 from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
     BARRIER_STATE,
@@ -79,7 +81,7 @@ from .store import (
     make_room,
     new_extend,
 )
-from .structs import BatchInput, DfaArrays, NodeStore, RankedStep, RawOutput
+from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RankedStep, RawOutput
 
 
 @njit(cache=True)
@@ -171,133 +173,180 @@ def _fire(
     return fired + 1
 
 
-@njit(cache=True)
+def _ranked_loop(next_mode: bool, contiguous: bool, distinct: bool) -> RankedLoop:
+    """The LAST (or NEXT) loop compiled with the paths one kind of query uses; each flag
+    is a closure constant whose disabled branches Numba drops before typing (see
+    :func:`pycel.jit.runtime._all_loop`): LAST never compiles NEXT's order list, a
+    query without contiguity never compiles δ_adj, one without projection never the
+    duplicate check."""
+    split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
+
+    @njit(cache=True)
+    def run_batch_ranked(
+        store: NodeStore, order: Ints, batch: BatchInput, tables: DfaArrays, work: Buffers
+    ) -> RankedStep:
+        """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
+        same arguments plus the order list ``order``; the same results plus the order
+        list)."""
+        E, U, HT, ctr, OL = store.E, store.U, store.HT, store.ctr, order
+        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
+        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
+        ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
+        extends, label_masks = tables.extends, tables.label_masks
+        aptr, alabel, adst, asrc = tables.aptr, tables.alabel, tables.adst, tables.asrc
+        n = classes.shape[0]
+        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        new_x = np.empty(64, dtype=np.int64)
+        new_d = np.empty(64, dtype=np.int64)
+        new_r = np.empty(64, dtype=np.int64)
+        order = np.empty(64, dtype=np.int64)
+        n_out = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
+        n_ent = ZERO
+        budget_all = limit if limit >= 0 else 1 << 62
+        # The enumerator of this variant (Numba drops the other branch before typing).
+        if distinct:
+            enumerate_matches = _enumerate_distinct
+        else:
+            enumerate_matches = _enumerate
+        for j in range(n):
+            if not key_valid[j]:
+                continue
+            pos = offset + j
+            c = classes[j]
+            k = keys[j]
+            window_lo = lows[j]
+            alive: Int = ZERO  # runs that start before alive were consumed: they no longer exist
+            if consume == 1:
+                alive = ctr[C_BARRIER] + 1
+            elif consume == 2:
+                alive = ht_get(HT, BARRIER_STATE, k) + 1
+            lo = max(window_lo, alive)  # outputs start at or after lo
+            moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
+            if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
+                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
+            prev: Int = -1
+            if contiguous:
+                prev = ht_get(HT, PREV_STATE, k)
+                ht_put(HT, ctr, PREV_STATE, k, pos)
+            if moves == 0:
+                continue
+            E, U = make_room(E, U, ctr, moves, window_lo)
+            if 2 * moves > order.shape[0]:
+                new_x = _grow(new_x, moves)
+                new_d = _grow(new_d, moves)
+                new_r = _grow(new_r, moves)
+                order = _grow(order, 2 * moves)
+            # (1) Extend the best set of every source state (δ_adj if it is adjacent).
+            fired: Int = ZERO
+            for t in range(ptr[c], ptr[c + 1]):
+                s = src[t]
+                if s == 0:
+                    fired = _fire(E, ctr, HT, NO_NODE, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+                    continue
+                slot = ht_find(HT, s, k)
+                if slot >= 0 and HT[H_MS, slot] >= alive:
+                    if not (contiguous and not split and HT[H_POS, slot] == prev):  # LAST: δ_adj below
+                        fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+                if split:  # a fresh best set of an older event can only skip now
+                    slot = ht_find(HT, s | FRESH, k)
+                    if slot >= 0 and HT[H_MS, slot] >= alive and HT[H_POS, slot] != prev:
+                        fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
+            if contiguous and prev >= 0:
+                for t in range(aptr[c], aptr[c + 1]):
+                    slot = ht_find(HT, asrc[t] | FRESH if split else asrc[t], k)
+                    if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
+                        fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
+            made: Int = 0
+            if next_mode:  # NEXT: each new run's entry in the order list
+                OL, made = _next_entries(OL, new_r, fired, order)
+            else:  # LAST: ranks above every older node, ordered (densely) by the child's rank
+                ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
+            best = NO_NODE
+            for f in range(fired):
+                if final[new_d[f]] and (best < 0 or _better(OL, next_mode, new_r[f], best)):
+                    best = new_r[f]
+            # (2) Enumerate every valuation of the best complex event ending here.
+            emitted = ZERO
+            first = n_out
+            for f in range(fired):
+                if new_r[f] == best and final[new_d[f]] and emitted < budget_all:
+                    if E[E_MS, new_x[f] & (E.shape[1] - 1)] < lo:
+                        break  # equal rank, equal C: all of them start before lo
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                     got) = enumerate_matches(
+                        new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                        max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                        seen, first,
+                    )
+                    emitted += got
+            if emitted > 0 and consume != 0:
+                if consume == 1:
+                    ctr[C_BARRIER] = pos
+                else:
+                    ht_put(HT, ctr, BARRIER_STATE, k, pos)
+                if next_mode:
+                    for g in range(made):
+                        release(OL, order[g], 1)
+                continue  # every run so far starts at or before pos: all are consumed
+            # (3) The new nodes replace or join their state's best set.
+            for f in range(fired):
+                d = new_d[f]
+                if not extends[d]:
+                    continue
+                if split:
+                    slot = ht_slot(HT, ctr, d | FRESH, k)
+                    if HT[H_VAL, slot] >= 0 and HT[H_POS, slot] != pos:
+                        _retire(HT, ctr, OL, slot, d, k, alive)
+                else:
+                    slot = ht_slot(HT, ctr, d, k)
+                x = new_x[f]
+                # A consumed best set no longer exists (it started at or before the barrier).
+                consumed = HT[H_VAL, slot] >= 0 and HT[H_MS, slot] < alive
+                if HT[H_VAL, slot] < 0 or consumed or _better(OL, next_mode, new_r[f], HT[H_RANK, slot]):
+                    if next_mode:
+                        if HT[H_VAL, slot] >= 0:
+                            release(OL, HT[H_RANK, slot], 1)
+                        OL[O_REFS, new_r[f]] += 1
+                    HT[H_VAL, slot] = heap_insert(U, E, ctr, NO_NODE, x, window_lo, pos)
+                    HT[H_RANK, slot] = new_r[f]
+                    HT[H_POS, slot] = pos
+                    HT[H_MS, slot] = E[E_MS, x & (E.shape[1] - 1)]
+                elif HT[H_RANK, slot] == new_r[f]:
+                    HT[H_VAL, slot] = heap_insert(U, E, ctr, HT[H_VAL, slot], x, window_lo, pos)
+            if next_mode:
+                for g in range(made):  # unpin: the entries no best set took are freed
+                    release(OL, order[g], 1)
+        out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+        return RankedStep(NodeStore(E, U, HT, ctr), OL, out)
+
+    return run_batch_ranked
+
+
+#: A compiled LAST/NEXT loop.
+RankedLoop = Callable[[NodeStore, Ints, BatchInput, DfaArrays, Buffers], RankedStep]
+_LOOPS: dict[tuple[bool, bool, bool], RankedLoop] = {}
+
+
+def loop_variants() -> dict[tuple[bool, bool, bool], RankedLoop]:
+    """The LAST/NEXT loop variants made so far, by (next_mode, contiguous, distinct)."""
+    return dict(_LOOPS)
+
+
 def run_batch_last(
     store: NodeStore, order: Ints, batch: BatchInput, tables: DfaArrays, next_mode: bool
 ) -> RankedStep:
     """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
-    same arguments plus the order list ``order``; the same results plus the order list)."""
-    E, U, HT, ctr, OL = store.E, store.U, store.HT, store.ctr, order
-    classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-    offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-    ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
-    extends, label_masks, contiguous = tables.extends, tables.label_masks, tables.contiguous
-    aptr, alabel, adst, asrc = tables.aptr, tables.alabel, tables.adst, tables.asrc
-    n = classes.shape[0]
-    out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
-    new_x = np.empty(64, dtype=np.int64)
-    new_d = np.empty(64, dtype=np.int64)
-    new_r = np.empty(64, dtype=np.int64)
-    order = np.empty(64, dtype=np.int64)
-    n_out = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
-    n_ent = ZERO
-    budget_all = limit if limit >= 0 else 1 << 62
-    max_labels = max_label_count(label_masks)
-    for j in range(n):
-        if not key_valid[j]:
-            continue
-        pos = offset + j
-        c = classes[j]
-        k = keys[j]
-        window_lo = lows[j]
-        alive: Int = ZERO  # runs that start before alive were consumed: they no longer exist
-        if consume == 1:
-            alive = ctr[C_BARRIER] + 1
-        elif consume == 2:
-            alive = ht_get(HT, BARRIER_STATE, k) + 1
-        lo = max(window_lo, alive)  # outputs start at or after lo
-        split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
-        moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
-        if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
-            HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
-        prev: Int = -1
-        if contiguous:
-            prev = ht_get(HT, PREV_STATE, k)
-            ht_put(HT, ctr, PREV_STATE, k, pos)
-        if moves == 0:
-            continue
-        E, U = make_room(E, U, ctr, moves, window_lo)
-        if 2 * moves > order.shape[0]:
-            new_x = _grow(new_x, moves)
-            new_d = _grow(new_d, moves)
-            new_r = _grow(new_r, moves)
-            order = _grow(order, 2 * moves)
-        # (1) Extend the best set of every source state (δ_adj if it is adjacent).
-        fired: Int = ZERO
-        for t in range(ptr[c], ptr[c + 1]):
-            s = src[t]
-            if s == 0:
-                fired = _fire(E, ctr, HT, NO_NODE, pos, label[t], dst[t], new_x, new_d, new_r, fired)
-                continue
-            slot = ht_find(HT, s, k)
-            if slot >= 0 and HT[H_MS, slot] >= alive:
-                if not (contiguous and not split and HT[H_POS, slot] == prev):  # LAST: δ_adj below
-                    fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
-            if split:  # a fresh best set of an older event can only skip now
-                slot = ht_find(HT, s | FRESH, k)
-                if slot >= 0 and HT[H_MS, slot] >= alive and HT[H_POS, slot] != prev:
-                    fired = _fire(E, ctr, HT, slot, pos, label[t], dst[t], new_x, new_d, new_r, fired)
-        if contiguous and prev >= 0:
-            for t in range(aptr[c], aptr[c + 1]):
-                slot = ht_find(HT, asrc[t] | FRESH if split else asrc[t], k)
-                if slot >= 0 and HT[H_POS, slot] == prev and HT[H_MS, slot] >= alive:
-                    fired = _fire(E, ctr, HT, slot, pos, alabel[t], adst[t], new_x, new_d, new_r, fired)
-        made: Int = 0
-        if next_mode:  # NEXT: each new run's entry in the order list
-            OL, made = _next_entries(OL, new_r, fired, order)
-        else:  # LAST: ranks above every older node, ordered (densely) by the child's rank
-            ctr[C_RANK] = _rank(new_r, fired, order, ctr[C_RANK])
-        best = NO_NODE
-        for f in range(fired):
-            if final[new_d[f]] and (best < 0 or _better(OL, next_mode, new_r[f], best)):
-                best = new_r[f]
-        # (2) Enumerate every valuation of the best complex event ending here.
-        emitted = ZERO
-        first = n_out
-        for f in range(fired):
-            if new_r[f] == best and final[new_d[f]] and emitted < budget_all:
-                if E[E_MS, new_x[f] & (E.shape[1] - 1)] < lo:
-                    break  # equal rank, equal C: all of them start before lo
-                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                 got) = _enumerate(
-                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
-                )
-                emitted += got
-        if emitted > 0 and consume != 0:
-            if consume == 1:
-                ctr[C_BARRIER] = pos
-            else:
-                ht_put(HT, ctr, BARRIER_STATE, k, pos)
-            for g in range(made):
-                release(OL, order[g], 1)
-            continue  # every run so far starts at or before pos: all are consumed
-        # (3) The new nodes replace or join their state's best set.
-        for f in range(fired):
-            d = new_d[f]
-            if not extends[d]:
-                continue
-            if split:
-                slot = ht_slot(HT, ctr, d | FRESH, k)
-                if HT[H_VAL, slot] >= 0 and HT[H_POS, slot] != pos:
-                    _retire(HT, ctr, OL, slot, d, k, alive)
-            else:
-                slot = ht_slot(HT, ctr, d, k)
-            x = new_x[f]
-            # A consumed best set no longer exists (it started at or before the barrier).
-            consumed = HT[H_VAL, slot] >= 0 and HT[H_MS, slot] < alive
-            if HT[H_VAL, slot] < 0 or consumed or _better(OL, next_mode, new_r[f], HT[H_RANK, slot]):
-                if next_mode:
-                    if HT[H_VAL, slot] >= 0:
-                        release(OL, HT[H_RANK, slot], 1)
-                    OL[O_REFS, new_r[f]] += 1
-                HT[H_VAL, slot] = heap_insert(U, E, ctr, NO_NODE, x, window_lo, pos)
-                HT[H_RANK, slot] = new_r[f]
-                HT[H_POS, slot] = pos
-                HT[H_MS, slot] = E[E_MS, x & (E.shape[1] - 1)]
-            elif HT[H_RANK, slot] == new_r[f]:
-                HT[H_VAL, slot] = heap_insert(U, E, ctr, HT[H_VAL, slot], x, window_lo, pos)
-        for g in range(made):  # unpin: the entries no best set took are freed
-            release(OL, order[g], 1)
-    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
-    return RankedStep(NodeStore(E, U, HT, ctr), OL, out)
+    same arguments plus the order list ``order``; the same results plus the order list).
+
+    Runs the variant of the loop compiled for exactly the paths the batch uses.
+
+    Example::
+
+        step = run_batch_last(store, new_order(), batch, tables, next_mode=False)
+    """
+    distinct = drops_variables(tables.label_masks, batch.projection_mask)
+    key = (bool(next_mode), bool(tables.contiguous), distinct)
+    loop = _LOOPS.get(key)
+    if loop is None:
+        loop = _LOOPS[key] = _ranked_loop(*key)
+    return loop(store, order, batch, tables, new_buffers(tables.label_masks, distinct))

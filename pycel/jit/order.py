@@ -26,13 +26,15 @@ O_NEXT, O_PREV, O_LABEL, O_REFS = 0, 1, 2, 3
 TOP = 1 << 62  # the sentinel's label: above every entry
 
 
-@njit(cache=True)
 def new_order(capacity: int = 64) -> Ints:
-    """An empty list (the sentinel, and every other entry free)."""
+    """An empty list (the sentinel, and every other entry free). Plain numpy: it is
+    called from Python only, so there is nothing to compile."""
     OL = np.zeros((4, capacity), dtype=np.int64)
     OL[O_LABEL, 0] = TOP
-    for e in range(1, capacity):
-        OL[O_NEXT, e] = e + 1 if e + 1 < capacity else 0
+    free_next = np.arange(2, capacity + 1, dtype=np.int64)  # entry e -> e + 1, the last -> 0
+    if capacity > 1:
+        free_next[-1] = 0
+    OL[O_NEXT, 1:] = free_next
     OL[O_REFS, 0] = 1 if capacity > 1 else 0  # the free list's head (0: none)
     return OL
 

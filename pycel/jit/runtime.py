@@ -5,7 +5,9 @@ and window starts. For each event it (1) fires the deterministic transitions of 
 class, reading H before anything is written, (2) enumerates the matches that end here
 (:mod:`pycel.jit.enumerate`), (3) inserts the new nodes into H. Everything is flat
 arrays; the query is data (the transition tables), so this code is compiled once for
-every query (``cache=True``).
+every query (``cache=True``) — once per *variant*: the paths only some queries use
+(contiguity, consumption, the projection's duplicate check) are compiled into the loop
+only for the queries that use them (see :func:`_all_loop`).
 
 Contiguity (``:``, ``:+``, STRICT): the nodes a partition's event creates in state d go
 to a *fresh* heap H[d | FRESH, key] (its root records the event's position), and H keeps
@@ -19,11 +21,13 @@ if δ_gap can still extend it: under STRICT the main heaps stay empty).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints
-from .enumerate import _enumerate, _grow, max_label_count, new_buffers
+from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
 from .store import (
     BARRIER_STATE,
     C_BARRIER,
@@ -54,7 +58,7 @@ from .store import (
     make_room,
     new_extend,
 )
-from .structs import BatchInput, DfaArrays, NodeStore, RawOutput, Step
+from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step
 
 CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
@@ -117,125 +121,182 @@ def _fire(
     return fired + 1
 
 
-@njit(cache=True)
-def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
-    """Process one batch; return the (possibly grown) store and the matches found.
+def _all_loop(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
+    """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
+    fresh heaps), consumption, the projection's duplicate check (``distinct``).
 
-    ``batch.window_starts[j]``: the window start for the event at position
-    ``batch.offset + j``; ``batch.limit``: matches per end position (-1: all);
-    ``batch.consume``: 0 none, 1 any, 2 partition; ``tables.contiguous``: whether δ_adj
-    (``tables.aptr``…) is in use.
-    """
-    E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
-    classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-    offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-    ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
-    extends, extends_gap, contiguous = tables.extends, tables.extends_gap, tables.contiguous
-    label_masks = tables.label_masks
-    aptr, asrc, alabel, adst = tables.aptr, tables.asrc, tables.alabel, tables.adst
-    n = classes.shape[0]
-    out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen = new_buffers(label_masks, proj_mask)
-    new_x = np.empty(64, dtype=np.int64)
-    new_d = np.empty(64, dtype=np.int64)
-    # int64 from the start (ZERO, not 0): they reach _enumerate, which would otherwise
-    # also be compiled for the literal 0 while Numba infers their types.
-    n_out = ZERO
-    n_ent = ZERO
-    budget_all = limit if limit >= 0 else 1 << 62
-    max_labels = max_label_count(label_masks)
-    for j in range(n):
-        if not key_valid[j]:
-            continue
-        pos = offset + j
-        c = classes[j]
-        k = keys[j]
-        window_lo = lows[j]
-        lo = window_lo
-        if consume == 1 and ctr[C_BARRIER] + 1 > lo:
-            lo = ctr[C_BARRIER] + 1
-        elif consume == 2:
-            b = ht_get(HT, BARRIER_STATE, k)
-            if b >= 0 and b + 1 > lo:
-                lo = b + 1
-        first, last_t = ptr[c], ptr[c + 1]
-        moves = last_t - first
-        prev: Int = -1
-        if contiguous:
-            moves = 2 * moves + aptr[c + 1] - aptr[c]
-            # Every event of the partition moves its previous position, even one that
-            # fires nothing: it breaks the adjacency of older runs.
-            if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
-                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2)
-            prev = ht_get(HT, PREV_STATE, k)
-            ht_put(HT, ctr, PREV_STATE, k, pos)
-        if moves == 0:
-            continue
-        # Room for this event's nodes, so nothing moves while it is processed (the checks
-        # are inlined: the calls, which may replace the arrays, are rare).
-        E, U = make_room(E, U, ctr, moves, window_lo)
-        if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
-            HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1)
-        if moves > new_x.shape[0]:
-            new_x = _grow(new_x, moves)
-            new_d = _grow(new_d, moves)
-        umask = U.shape[1] - 1
-        # (1) Fire transitions: read H (earlier positions only).
-        fired: Int = 0
-        for t in range(first, last_t):
-            s = src[t]
-            if s == 0:
-                fired = _fire(E, U, ctr, pos, label[t], dst[t], NO_NODE, lo, new_x, new_d, fired)
+    Each flag is a closure constant: Numba removes the branches it disables before typing
+    the function, so their code (and the helpers only they call) is compiled only for a
+    query that needs it, and each variant is cached on disk apart (the cache key includes
+    the constants). An optional per-event step belongs here the same way: a new flag of
+    :func:`_loop_for`, tested as ``if flag:`` around the step (a bare closure constant:
+    ``if flag and x:`` is pruned too, ``x = flag; if x:`` is not)."""
+
+    @njit(cache=True)
+    def run_batch_all(store: NodeStore, batch: BatchInput, tables: DfaArrays, work: Buffers) -> Step:
+        """Process one batch; return the (possibly grown) store and the matches found.
+
+        ``batch.window_starts[j]``: the window start for the event at position
+        ``batch.offset + j``; ``batch.limit``: matches per end position (-1: all);
+        ``batch.consume``: 0 none, 1 any, 2 partition (read only when ``consuming``);
+        δ_adj (``tables.aptr``…) is read only when ``contiguous``.
+        """
+        E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
+        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
+        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
+        ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
+        extends, extends_gap = tables.extends, tables.extends_gap
+        label_masks = tables.label_masks
+        aptr, asrc, alabel, adst = tables.aptr, tables.asrc, tables.alabel, tables.adst
+        n = classes.shape[0]
+        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        new_x = np.empty(64, dtype=np.int64)
+        new_d = np.empty(64, dtype=np.int64)
+        # int64 from the start (ZERO, not 0): they reach _enumerate, which would otherwise
+        # also be compiled for the literal 0 while Numba infers their types.
+        n_out = ZERO
+        n_ent = ZERO
+        budget_all = limit if limit >= 0 else 1 << 62
+        # The enumerator of this variant (Numba drops the other branch before typing).
+        if distinct:
+            enumerate_matches = _enumerate_distinct
+        else:
+            enumerate_matches = _enumerate
+        for j in range(n):
+            if not key_valid[j]:
                 continue
-            h = ht_get(HT, s, k)
-            if h >= 0:
-                fired = _fire(E, U, ctr, pos, label[t], dst[t], h, lo, new_x, new_d, fired)
+            pos = offset + j
+            c = classes[j]
+            k = keys[j]
+            window_lo = lows[j]
+            lo = window_lo
+            if consuming:
+                if consume == 1 and ctr[C_BARRIER] + 1 > lo:
+                    lo = ctr[C_BARRIER] + 1
+                elif consume == 2:
+                    b = ht_get(HT, BARRIER_STATE, k)
+                    if b >= 0 and b + 1 > lo:
+                        lo = b + 1
+            first, last_t = ptr[c], ptr[c + 1]
+            moves = last_t - first
+            prev: Int = -1
             if contiguous:
-                f = ht_get(HT, s | FRESH, k)
-                if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] != prev:
-                    fired = _fire(E, U, ctr, pos, label[t], dst[t], f, lo, new_x, new_d, fired)
-        if contiguous and prev >= 0:
-            for t in range(aptr[c], aptr[c + 1]):
-                f = ht_get(HT, asrc[t] | FRESH, k)
-                if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] == prev:
-                    fired = _fire(E, U, ctr, pos, alabel[t], adst[t], f, lo, new_x, new_d, fired)
-        # (2) Enumerate the matches ending here.
-        emitted = ZERO
-        first = n_out
-        for f in range(fired):
-            if final[new_d[f]] and emitted < budget_all:
-                (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                 got) = _enumerate(
-                    new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen, first,
-                )
-                emitted += got
-        if emitted > 0 and consume != 0:
-            if consume == 1:
-                ctr[C_BARRIER] = pos
-            else:
-                ht_put(HT, ctr, BARRIER_STATE, k, pos)
-            continue  # runs through this event are consumed too
-        # (3) Index the new nodes by (state, key).
-        for f in range(fired):
-            d = new_d[f]
-            if not extends[d]:
+                moves = 2 * moves + aptr[c + 1] - aptr[c]
+                # Every event of the partition moves its previous position, even one that
+                # fires nothing: it breaks the adjacency of older runs.
+                if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
+                    HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2)
+                prev = ht_get(HT, PREV_STATE, k)
+                ht_put(HT, ctr, PREV_STATE, k, pos)
+            if moves == 0:
                 continue
-            if not contiguous:
-                root = ht_get(HT, d, k)
-                ht_put(HT, ctr, d, k, heap_insert(U, E, ctr, root, new_x[f], lo, pos))
-                continue
-            fresh = ht_get(HT, d | FRESH, k)
-            if fresh >= 0 and live(U, ctr[C_U_NEXT], fresh) and U[U_CREATED, fresh & (U.shape[1] - 1)] != pos:
-                if extends_gap[d]:  # runs of an earlier event: they can only skip now
-                    U, root, stack_h = _merge(
-                        U, E, ctr, ht_get(HT, d, k), fresh, lo, pos, window_lo, stack_h
+            # Room for this event's nodes, so nothing moves while it is processed (the checks
+            # are inlined: the calls, which may replace the arrays, are rare).
+            E, U = make_room(E, U, ctr, moves, window_lo)
+            if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
+                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1)
+            if moves > new_x.shape[0]:
+                new_x = _grow(new_x, moves)
+                new_d = _grow(new_d, moves)
+            umask = U.shape[1] - 1
+            # (1) Fire transitions: read H (earlier positions only).
+            fired: Int = 0
+            for t in range(first, last_t):
+                s = src[t]
+                if s == 0:
+                    fired = _fire(E, U, ctr, pos, label[t], dst[t], NO_NODE, lo, new_x, new_d, fired)
+                    continue
+                h = ht_get(HT, s, k)
+                if h >= 0:
+                    fired = _fire(E, U, ctr, pos, label[t], dst[t], h, lo, new_x, new_d, fired)
+                if contiguous:
+                    f = ht_get(HT, s | FRESH, k)
+                    if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] != prev:
+                        fired = _fire(E, U, ctr, pos, label[t], dst[t], f, lo, new_x, new_d, fired)
+            if contiguous and prev >= 0:
+                for t in range(aptr[c], aptr[c + 1]):
+                    f = ht_get(HT, asrc[t] | FRESH, k)
+                    if f >= 0 and live(U, ctr[C_U_NEXT], f) and U[U_CREATED, f & umask] == prev:
+                        fired = _fire(E, U, ctr, pos, alabel[t], adst[t], f, lo, new_x, new_d, fired)
+            # (2) Enumerate the matches ending here.
+            emitted = ZERO
+            first = n_out
+            for f in range(fired):
+                if final[new_d[f]] and emitted < budget_all:
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                     got) = enumerate_matches(
+                        new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                        max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
+                        seen, first,
                     )
-                    ht_put(HT, ctr, d, k, root)
-                fresh = -1
-            U, root = _insert(U, E, ctr, fresh, new_x[f], lo, pos, window_lo)
-            ht_put(HT, ctr, d | FRESH, k, root)
-    out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
-    return Step(NodeStore(E, U, HT, ctr), out)
+                    emitted += got
+            if consuming:
+                if emitted > 0 and consume != 0:
+                    if consume == 1:
+                        ctr[C_BARRIER] = pos
+                    else:
+                        ht_put(HT, ctr, BARRIER_STATE, k, pos)
+                    continue  # runs through this event are consumed too
+            # (3) Index the new nodes by (state, key).
+            for f in range(fired):
+                d = new_d[f]
+                if not extends[d]:
+                    continue
+                if contiguous:
+                    fresh = ht_get(HT, d | FRESH, k)
+                    fmask = U.shape[1] - 1  # U may have grown since umask (_insert, _merge)
+                    if fresh >= 0 and live(U, ctr[C_U_NEXT], fresh) and U[U_CREATED, fresh & fmask] != pos:
+                        if extends_gap[d]:  # runs of an earlier event: they can only skip now
+                            U, root, stack_h = _merge(
+                                U, E, ctr, ht_get(HT, d, k), fresh, lo, pos, window_lo, stack_h
+                            )
+                            ht_put(HT, ctr, d, k, root)
+                        fresh = -1
+                    U, root = _insert(U, E, ctr, fresh, new_x[f], lo, pos, window_lo)
+                    ht_put(HT, ctr, d | FRESH, k, root)
+                else:
+                    root = ht_get(HT, d, k)
+                    ht_put(HT, ctr, d, k, heap_insert(U, E, ctr, root, new_x[f], lo, pos))
+        out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
+        return Step(NodeStore(E, U, HT, ctr), out)
+
+    return run_batch_all
+
+
+#: A compiled per-event loop over the determinized automaton.
+Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers], Step]
+_LOOPS: dict[tuple[bool, bool, bool], Loop] = {}
+
+
+def _loop_for(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
+    """The ALL loop variant for these paths, made at its first use (compiled or loaded
+    from the cache at its first call)."""
+    key = (contiguous, consuming, distinct)
+    loop = _LOOPS.get(key)
+    if loop is None:
+        loop = _LOOPS[key] = _all_loop(*key)
+    return loop
+
+
+def loop_variants() -> dict[tuple[bool, bool, bool], Loop]:
+    """The ALL loop variants made so far, by (contiguous, consuming, distinct)."""
+    return dict(_LOOPS)
+
+
+def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
+    """Process one batch under ALL; return the (possibly grown) store and the matches.
+
+    Runs the compiled variant of the loop that has exactly the paths this batch uses
+    (see :func:`_all_loop`): contiguity if ``tables.contiguous``, consumption if
+    ``batch.consume``, the duplicate check if the projection drops a bound variable.
+
+    Example::
+
+        step = run_batch(new_node_store(), batch_input(...), tables)   # Step(store, out)
+    """
+    distinct = drops_variables(tables.label_masks, batch.projection_mask)
+    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct)
+    return loop(store, batch, tables, new_buffers(tables.label_masks, distinct))
 
 
 def live_counts(

@@ -3,15 +3,17 @@
 Every loop (:func:`pycel.jit.runtime.run_batch`, :func:`pycel.jit.last.run_batch_last`,
 :func:`pycel.jit.maximal.run_batch_max`, :func:`pycel.jit.pcea.run_batch_hcq`) reads
 its state, the batch and the automaton's tables as ``typing.NamedTuple`` s of arrays
-(Numba types them as heterogeneous named tuples) and returns the new state and the raw
-matches as named tuples too.
+(Numba types them as heterogeneous named tuples), and the :class:`Buffers` it writes
+into, and returns the new state and the raw matches as named tuples too. (Each of
+these Python functions runs the compiled variant of its loop that has the paths the
+batch uses; the variants take the same structures.)
 
 Numba compiles a function once per argument *type*, and a named tuple's type is the
 types of all its fields. So every field has one fixed type: C-contiguous int64 (or
 bool) arrays and ``np.int64`` scalars; the ``*_input``/``*_tables`` helpers below
 convert what they are given, and mypy checks the scalar fields (a Python ``int`` where
-an ``np.int64`` is expected is an error). Each loop then compiles once per process (and
-is cached on disk), whatever the query.
+an ``np.int64`` is expected is an error). Each loop variant then compiles once per
+process (and is cached on disk), whatever the query.
 
 Example::
 
@@ -130,6 +132,24 @@ class HcqArrays(NamedTuple):
     kid_combo: Ints
     dst_combo: Ints
     label_masks: Ints
+
+
+class Buffers(NamedTuple):
+    """What a loop writes into, allocated by the caller (so that no loop compiles the
+    allocations; they grow inside the loop): the output arrays (start/end pairs,
+    offsets, variables, positions), the enumerator's path and stack, its set of this
+    end's matches (no columns when nothing is projected away) and the most variables one
+    label set binds (entries a path node may write)."""
+
+    se: Ints
+    offsets: Ints
+    var_ids: Int32s
+    positions: Ints
+    path: Ints
+    stack_h: Ints
+    stack_d: Ints
+    seen: Ints
+    max_labels: np.int64
 
 
 class Step(NamedTuple):

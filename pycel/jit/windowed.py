@@ -81,47 +81,82 @@ def _strict_subset(a: Ints, na: Int, b: Ints, nb: Int) -> bool:
 
 
 @njit(cache=True)
-def _mask(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags:
+def _groups_and_scratch(ends: Ints, offsets: Ints) -> tuple[Flags, Ints, Ints]:
+    """The keep mask (all False) and two scratch arrays as long as the longest match."""
     n = ends.shape[0]
-    keep = np.zeros(n, dtype=np.bool_)
     longest = 0
     for m in range(n):
         longest = max(longest, offsets[m + 1] - offsets[m])
-    a = np.empty(longest, dtype=np.int64)
-    b = np.empty(longest, dtype=np.int64)
+    return np.zeros(n, dtype=np.bool_), np.empty(longest, dtype=np.int64), np.empty(longest, dtype=np.int64)
+
+
+@njit(cache=True)
+def _mask_ranked(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags:
+    """NEXT (mode 0) or LAST (mode 1): per end, the matches with the best complex event."""
+    n = ends.shape[0]
+    keep, a, b = _groups_and_scratch(ends, offsets)
     # int64, not the literal 0: lo reaches _distinct, which Numba would compile for it too
     lo: Int = np.int64(0)
     while lo < n:  # one group of matches with the same end at a time
         hi = lo + 1
         while hi < n and ends[hi] == ends[lo]:
             hi += 1
-        if mode == 2:
-            # A strict superset has more positions: compare each match only with the
-            # larger ones (largest first), so a group of equal sizes costs one pass.
-            sizes = np.empty(hi - lo, dtype=np.int64)
-            for m in range(lo, hi):
-                sizes[m - lo] = _distinct(offsets, positions, m, a)
-            larger_first = np.argsort(-sizes, kind="mergesort")
-            for m in range(lo, hi):
-                na = _distinct(offsets, positions, m, a)
-                keep[m] = True
-                for r in range(hi - lo):
-                    d = lo + larger_first[r]
-                    if sizes[d - lo] <= na:
-                        break
-                    nb = _distinct(offsets, positions, d, b)
-                    if _strict_subset(a, na, b, nb):
-                        keep[m] = False
-                        break
-        else:
-            nbest = _distinct(offsets, positions, lo, a)  # the best complex event so far
-            for m in range(lo + 1, hi):
-                nb = _distinct(offsets, positions, m, b)
-                if _compare(b, nb, a, nbest, mode) > 0:
-                    nbest = _distinct(offsets, positions, m, a)
-            for m in range(lo, hi):
-                nb = _distinct(offsets, positions, m, b)
-                keep[m] = _compare(b, nb, a, nbest, mode) == 0
+        nbest = _distinct(offsets, positions, lo, a)  # the best complex event so far
+        for m in range(lo + 1, hi):
+            nb = _distinct(offsets, positions, m, b)
+            if _compare(b, nb, a, nbest, mode) > 0:
+                nbest = _distinct(offsets, positions, m, a)
+        for m in range(lo, hi):
+            nb = _distinct(offsets, positions, m, b)
+            keep[m] = _compare(b, nb, a, nbest, mode) == 0
+        lo = hi
+    return keep
+
+
+@njit(cache=True)
+def _larger_first(sizes: Ints, longest: Int) -> Ints:
+    """The indices of ``sizes`` (each at most ``longest``), largest first, equal sizes in
+    index order (a counting sort: linear, and no general sort to compile)."""
+    start = np.zeros(longest + 2, dtype=np.int64)
+    for s in sizes:
+        start[longest - s + 1] += 1
+    for b in range(1, longest + 2):
+        start[b] += start[b - 1]
+    order = np.empty(sizes.shape[0], dtype=np.int64)
+    for i in range(sizes.shape[0]):
+        b = longest - sizes[i]
+        order[start[b]] = i
+        start[b] += 1
+    return order
+
+
+@njit(cache=True)
+def _mask_max(ends: Ints, offsets: Ints, positions: Ints) -> Flags:
+    """MAX: per end, the matches no other match of that end strictly contains."""
+    n = ends.shape[0]
+    keep, a, b = _groups_and_scratch(ends, offsets)
+    lo: Int = np.int64(0)  # int64: see _mask_ranked
+    while lo < n:
+        hi = lo + 1
+        while hi < n and ends[hi] == ends[lo]:
+            hi += 1
+        # A strict superset has more positions: compare each match only with the
+        # larger ones (largest first), so a group of equal sizes costs one pass.
+        sizes = np.empty(hi - lo, dtype=np.int64)
+        for m in range(lo, hi):
+            sizes[m - lo] = _distinct(offsets, positions, m, a)
+        larger_first = _larger_first(sizes, a.shape[0])
+        for m in range(lo, hi):
+            na = _distinct(offsets, positions, m, a)
+            keep[m] = True
+            for r in range(hi - lo):
+                d = lo + larger_first[r]
+                if sizes[d - lo] <= na:
+                    break
+                nb = _distinct(offsets, positions, d, b)
+                if _strict_subset(a, na, b, nb):
+                    keep[m] = False
+                    break
         lo = hi
     return keep
 
@@ -137,5 +172,10 @@ def strategy_mask(
     """
     if len(ends) == 0:
         return np.zeros(0, dtype=np.bool_)
-    keep: npt.NDArray[np.bool_] = _mask(ends, offsets, positions, mode)
+    # Two loops, so that a query compiles only its strategy's comparison.
+    keep: npt.NDArray[np.bool_]
+    if mode == STRATEGY_CODES["max"]:
+        keep = _mask_max(ends, offsets, positions)
+    else:
+        keep = _mask_ranked(ends, offsets, positions, np.int64(mode))
     return keep
