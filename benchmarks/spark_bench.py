@@ -17,6 +17,10 @@ input first (JVM, Python workers, Numba cache), then runs ``--repeat`` times cou
 match rows (every group runs to its end and converts its matches to Arrow); the median is
 reported. Every run's match count is checked against the engine's. Results go to
 ``benchmarks/results/spark.md``.
+
+Windowed patterns cut into ranges (unpartitioned, and a skewed partitioned one with its
+hot keys cut), local[1] against local[2], with digests of the matches, CPU time and
+memory: ``benchmarks/spark_scale.py``.
 """
 
 from __future__ import annotations

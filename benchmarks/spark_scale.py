@@ -224,6 +224,7 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     import pycel.spark
+    from pycel.spark._batch import check_distinct_positions
 
     cores = int(job["master"][len("local[") : -1])
     spark = (
@@ -246,14 +247,17 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
         out = spark_rows(pycel.spark.detect(data, pattern, position_column="id", ranges=r)).toPandas()
         return len(out), digest(out.to_numpy(dtype=np.int64))
 
-    def floor(data: Any, r: int | None) -> tuple[int, int]:
-        counts = [row[0] for row in floor_groups(data, pattern, r).collect()]
-        return len(counts), sum(counts)  # groups, rows (with the halo copies)
+    def floor(data: Any, r: int | None) -> tuple[int, int, float]:
+        began = time.perf_counter()
+        grouped = floor_groups(data, pattern, r)  # runs the range planning's jobs
+        planning = time.perf_counter() - began
+        counts = [row[0] for row in grouped.collect()]
+        return len(counts), sum(counts), planning  # groups, rows (with the halo copies)
 
     warm = df.where(df["id"] < WARM_EVENTS)
     detect_rows(warm, 2 if ranges is None else 1)  # Python workers, Numba cache, range code
     floor(warm, 2 if ranges is None else 1)
-    result: dict[str, Any] = {"events": n, "detect": [], "floor": [], "checks": []}
+    result: dict[str, Any] = {"events": n, "detect": [], "floor": [], "checks": [], "planning": []}
     me = os.getpid()
     for _ in range(job["repeat"]):
         for kind in ("floor", "detect"):  # interleaved: load drift hits both alike
@@ -267,7 +271,12 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
             if kind == "detect":
                 result["checks"].append([found, dig])
             else:
-                result["floor_groups"], result["floor_rows"] = rows
+                result["floor_groups"], result["floor_rows"], planning = rows
+                result["planning"].append(planning)
+    # What detect adds before any group runs: the check that positions are unique.
+    began = time.perf_counter()
+    check_distinct_positions(df, "id", None)
+    result["position_check"] = time.perf_counter() - began
     result.update(tree_memory(me))
     result["cpu_total"] = tree_cpu_seconds(me)
     spark.stop()
@@ -348,7 +357,11 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
         "process; a detect run includes cutting into ranges (its planning jobs), the "
         "position check, the shuffle, the engine, and collecting every match's positions to the "
         "driver. Groups (rows): the groups `applyInPandas` ran and the rows shipped to them "
-        "(halo copies included). CPU: seconds of our whole process tree per detect run "
+        "(halo copies included). Floor: the same grouping through `applyInPandas` with a "
+        "function that only counts its rows, including the planning jobs that decide the cut "
+        "(timed apart in brackets; detect runs the same jobs). Position check: the one job "
+        "`detect` runs with `position_column` to check that positions are unique (timed once). "
+        "CPU: seconds of our whole process tree per detect run "
         "(driver, JVM, Python workers); CPU/wall is how many cores it kept busy. Others: the "
         "cores the rest of the machine used on average meanwhile (/proc/stat minus our CPU); "
         f"rows where it is {DISTORTED_CORES} or more are marked *distorted* (2 cores, shared "
@@ -367,10 +380,11 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
             f"{seconds:.2f} s, {n / seconds:,.0f} events/s, peak RSS {engine['driver_mb']:.0f} MB, "
             f"others {engine['others_cores']:.2f} cores.",
             "",
-            "| master | ranges | groups (rows) | detect s | events/s | CPU s | CPU/wall | floor s "
-            "| floor events/s | detect − floor s | matches = engine "
+            "| master | ranges | groups (rows) | detect s | events/s | CPU s | CPU/wall "
+            "| floor s (planning) | floor events/s | detect − floor s | position check s "
+            "| matches = engine "
             "| peak RSS MB (driver/JVM/worker) | others (cores) | load |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|",
         ]
         for label, r in results[name]["spark"]:
             det, flo = median(r["detect"], "seconds"), median(r["floor"], "seconds")
@@ -380,7 +394,8 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
             lines.append(
                 f"| {label[0]} | {label[1]} | {r['floor_groups']:,} ({r['floor_rows']:,}) "
                 f"| {det:.1f} | {n / det:,.0f} | {cpu:.1f} | {cpu / det:.2f} "
-                f"| {flo:.1f} | {n / flo:,.0f} | {det - flo:.1f} "
+                f"| {flo:.1f} ({statistics.median(r['planning']):.1f}) | {n / flo:,.0f} "
+                f"| {det - flo:.1f} | {r['position_check']:.1f} "
                 f"| {'yes' if same else 'NO'} ({len(r['checks'])} runs) "
                 f"| {r['driver_mb']:.0f}/{r['jvm_mb']:.0f}/{r['worker_mb']:.0f} "
                 f"| {others} | {r['load_before'][0]:.1f} → {r['load_after'][0]:.1f} |"
