@@ -86,6 +86,7 @@ def skewed() -> pycel.Pattern:
 
 PATTERNS: dict[str, Callable[[], pycel.Pattern]] = {"unpartitioned": unpartitioned, "skewed": skewed}
 VARIABLES = ("s", "b")
+MASTERS = ["local[1]", "local[2]"]
 
 
 # --- checks -------------------------------------------------------------------------
@@ -335,6 +336,19 @@ def write_ticks(n: int, names: int, directory: Path) -> tuple[Path, float]:
     return directory, share
 
 
+def command(args: argparse.Namespace) -> str:
+    """The command line that reproduces the run."""
+    words = ["python benchmarks/spark_scale.py", f"--events {args.events}", f"--names {args.names}"]
+    words.append(f"--repeat {args.repeat}")
+    if args.masters != MASTERS:
+        words.append("--masters " + " ".join(f'"{m}"' for m in args.masters))
+    if args.patterns != list(PATTERNS):
+        words.append("--patterns " + " ".join(args.patterns))
+    if args.driver_memory != "3g":
+        words.append(f"--driver-memory {args.driver_memory}")
+    return " ".join(words)
+
+
 #: A configuration is marked load-distorted when the rest of the machine used at least
 #: this many cores on average while it ran (of 2: local[2] could not have had both).
 DISTORTED_CORES = 0.5
@@ -347,7 +361,7 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
     lines = [
         "# pycel.spark at scale: ranges and hot keys",
         "",
-        f"`python benchmarks/spark_scale.py --events {n} --names {args.names} --repeat {args.repeat}` — "
+        f"`{command(args)}` — "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
         f"{os.cpu_count()} cores (shared), Python {platform.python_version()}, Spark {pyspark.__version__}, "
         f"driver memory {args.driver_memory}; the whole run took {elapsed / 60:.0f} min.",
@@ -439,7 +453,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000, help="ticks (default 200000)")
     parser.add_argument("--names", type=int, default=100, help="stocks (default 100: the busiest ~19%%)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per configuration (median)")
-    parser.add_argument("--masters", nargs="+", default=["local[1]", "local[2]"])
+    parser.add_argument("--masters", nargs="+", default=MASTERS, help="default: local[1] local[2]")
     parser.add_argument(
         "--patterns", nargs="+", default=list(PATTERNS), choices=list(PATTERNS), help="default: both"
     )
