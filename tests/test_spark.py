@@ -10,6 +10,7 @@ matches of the whole stream.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from pycel.spark._runner import KeyState, RunnerSpec, advance, run_group  # noqa
 
 ROOT = Path(__file__).resolve().parent.parent
 s, b, b2 = pycel.alias(Sell, "s"), pycel.alias(Buy, "b"), pycel.alias(Buy, "b2")
+x = pycel.alias(Stock, "x")  # an absent event (a buy or a sell)
 
 MatchKey = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
 
@@ -233,6 +235,63 @@ def test_match_rows_split_positions_by_match() -> None:
     assert got == [m.variables for m in found]
 
 
+def test_match_rows_cells_equal_the_reference() -> None:
+    """Every cell of the match rows, built from the wide form: a variable that binds several
+    events (plus), one some matches leave unbound (OR), one named like a wide table's own
+    column ("start"); positions, ids and event columns against the reference's matches."""
+    start = pycel.alias(Sell, "start")
+    pattern = (start >> (pycel.plus(b.where(b.volume > 700)) | b2)).within(events=9).partition_by(Stock.name)
+    events = stock_events(90, names=2, seed=11)
+    events["ref"] = np.where(events["id"] % 5 == 0, None, "r" + events["id"].astype(str))
+    events["note"] = np.where(events["id"] % 3 == 0, None, "n" + events["id"].astype(str))
+    events["volume"] = events["volume"].astype("Int64").mask(events["id"] % 7 == 0)
+    spec = runner_spec(pattern, id_column="ref", event_columns=("volume", "note"), chunk_rows=20)
+    rows = pd.concat(
+        [run_group(spec, g.sample(frac=1, random_state=2)) for _, g in events.groupby("name")],
+        ignore_index=True,
+    )
+    want = pycel.reference.evaluate(pattern, events.drop(columns=["id", "ref", "note"]))
+    assert want.keys() and any(len(p) > 1 for m in want for p in m.variables.values())
+    got = {
+        (
+            int(r.match_start),
+            int(r.match_end),
+            tuple((v, tuple(p)) for v, p in sorted(r.positions.items()) if p),
+        )
+        for r in rows.itertuples()
+    }
+    assert got == want.keys() and len(rows) == len(want)
+
+    def plain(x: Any) -> Any:
+        return None if pd.isna(x) else x
+
+    by_position = events.set_index("id")
+    for r in rows.itertuples():
+        assert list(r.positions) == list(spec.variables) == list(r.ids) == list(r.events)
+        for v, positions in r.positions.items():
+            assert positions == sorted(positions)
+            assert r.ids[v] == [by_position.at[p, "ref"] for p in positions]
+            assert r.events[v] == [
+                {"volume": plain(by_position.at[p, "volume"]), "note": by_position.at[p, "note"]}
+                for p in positions
+            ]
+
+
+def test_match_rows_leave_the_cycle_collector_as_they_found_it() -> None:
+    from pycel.data.matches import Match, Matches
+    from pycel.spark._runner import match_rows
+
+    spec = runner_spec(s >> b, key_columns=(), position_column="pos")
+    matches = Matches.from_list([Match.of(0, 1, {"s": [0], "b": [1]})], spec.variables)
+    for enabled in (True, False):
+        gc.enable() if enabled else gc.disable()
+        try:
+            assert len(match_rows(spec, matches, pd.DataFrame({"pos": [0, 1]}))) == 1
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+
+
 def test_run_group_checks_positions() -> None:
     spec = runner_spec((s >> b).partition_by(Stock.name))
     events = stock_events(10, names=1, seed=2)
@@ -298,6 +357,11 @@ BATCH_PATTERNS = {
     "post-filter": (s >> b)
     .where(s.volume < b.volume, post_filter=True)
     .within(events=6)
+    .partition_by(Stock.name),
+    "absence": pycel.seq(
+        s.where(s.volume > 800), pycel.absent(x.where(x.volume > 500)), b.where(b.volume > 800)
+    )
+    .within(events=40)
     .partition_by(Stock.name),
     # nested classes on the parallelized automaton, grouped by its class over every atom
     "nested classes": (s & b & b2)
@@ -438,6 +502,10 @@ RANGE_PATTERNS = {
     "post-filter": (s.where(s.volume > 700) >> b)
     .where(s.price < b.price, post_filter=True)
     .within(2, on=Stock.time),
+    # the halo before a range also holds the absent events between a match's parts
+    "absence": pycel.seq(
+        s.where(s.volume > 600), pycel.absent(x.where(x.volume > 900)), b.where(b.volume > 600)
+    ).within(events=20),
 }
 
 

@@ -63,13 +63,22 @@ class WideColumns:
     lists: dict[str, ListColumn]
 
 
-def wide_columns(m: Matches, variables: Sequence[str] | None, lists: Sequence[str]) -> WideColumns:
-    """The wide form of ``m`` for ``variables`` (default: all of ``m.variables``)."""
+def wide_columns(
+    m: Matches,
+    variables: Sequence[str] | None,
+    lists: Sequence[str],
+    *,
+    reserved: Sequence[str] = MATCH_COLUMNS,
+) -> WideColumns:
+    """The wide form of ``m`` for ``variables`` (default: all of ``m.variables``).
+
+    ``reserved``: names a variable may not have (the table's own columns; the Spark
+    adapter, whose rows nest the variables in a struct, passes none)."""
     order = tuple(m.variables if variables is None else variables)
     unknown = [v for v in (*order, *lists) if v not in m.variables]
     if unknown:
         raise ValueError(f"unknown variable {unknown[0]!r}; the matches have {list(m.variables)}")
-    clash = [v for v in order if v in MATCH_COLUMNS]
+    clash = [v for v in order if v in reserved]
     if clash:
         raise ValueError(
             f"variable {clash[0]!r} would share its column with the match's own {clash[0]!r}: "

@@ -12,9 +12,12 @@ holds more than ``chunk_rows`` events at once. Matches become one output row eac
 
 from __future__ import annotations
 
+import gc
 import pickle
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import repeat
 from typing import Any
 
 import attrs
@@ -22,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from pycel.data.match_tables import ListColumn, wide_columns
 from pycel.data.matches import Matches, take
 from pycel.engine import CompiledQuery, Stream
 from pycel.errors import DataError
@@ -184,10 +188,33 @@ def match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.Da
     """One row per match: the key columns (those of the match's last event), start, end,
     the positions per variable and, as asked, the ids and columns of the matched events.
 
+    The cells come from the wide form of the matches
+    (:func:`pycel.data.match_tables.wide_columns`, the arrays behind
+    ``Matches.to_pandas("wide")``): each variable is one column of positions with
+    per-match offsets, so only the Python lists and dicts of the cells are built per match.
     ``known``: the events the matches may refer to, sorted by position (with at least
     the columns of :attr:`RunnerSpec.kept_columns`).
     """
-    n = len(matches)
+    with _collector_paused():
+        return _match_rows(spec, matches, known)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while the cells are built: they are millions of
+    new lists and dicts (none in a cycle), and each few hundred of them would otherwise
+    start a collection that walks the young ones again (half of the time of building)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.DataFrame:
+    """:func:`match_rows` with the collector paused."""
     out: dict[str, Any] = {}
     known_pos = known[spec.position_column].to_numpy(dtype=np.int64)
     if spec.key_columns:
@@ -196,47 +223,62 @@ def match_rows(spec: RunnerSpec, matches: Matches, known: pd.DataFrame) -> pd.Da
             out[k] = known[k].iloc[last].reset_index(drop=True)
     out[MATCH_START] = matches.starts.astype(np.int64)
     out[MATCH_END] = matches.ends.astype(np.int64)
-    per_var = _positions_by_variable(spec, matches)
-    out[POSITIONS] = _structs(spec.variables, [_split(v.tolist(), b) for v, b in per_var], n)
+    per_var = _variable_lists(spec, matches)
+    out[POSITIONS] = _structs(spec.variables, [_cells(c.values, c.offsets) for c in per_var], len(matches))
     if spec.id_column is not None or spec.event_columns:
-        rows = [(_rows_of(known_pos, v), b) for v, b in per_var]
+        rows = [_rows_of(known_pos, c.values) for c in per_var]
         if spec.id_column is not None:
             col = known[spec.id_column]
             ids = col.astype(object).where(col.notna(), None).to_numpy()
-            out[IDS] = _structs(spec.variables, [_split(ids[r].tolist(), b) for r, b in rows], n)
+            cells = [_cells(ids[r], c.offsets) for r, c in zip(rows, per_var, strict=True)]
+            out[IDS] = _structs(spec.variables, cells, len(matches))
         if spec.event_columns:
-            cells = known[list(spec.event_columns)].astype(object)
-            records = np.empty(len(cells), dtype=object)
-            records[:] = cells.where(cells.notna(), None).to_dict("records")
-            out[EVENTS] = _structs(spec.variables, [_split(records[r].tolist(), b) for r, b in rows], n)
+            records = _records(known[list(spec.event_columns)], rows)
+            cells = [_cells(records[r], c.offsets) for r, c in zip(rows, per_var, strict=True)]
+            out[EVENTS] = _structs(spec.variables, cells, len(matches))
     return pd.DataFrame(out, columns=spec.output_columns)
 
 
-def _positions_by_variable(
-    spec: RunnerSpec, m: Matches
-) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """For each output variable: its positions sorted by (match, position) and the bounds
-    of each match's share (``values[bounds[k]:bounds[k + 1]]`` belong to match k)."""
+def _variable_lists(spec: RunnerSpec, m: Matches) -> list[ListColumn]:
+    """Each output variable's positions, sorted within each match, as one list column of
+    the wide form (a variable bound to one event per match arrives as a scalar column;
+    one the matches do not have is empty in every match)."""
     n = len(m)
-    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(m.offsets))
-    order = np.lexsort((m.positions, m.var_ids, owner))
-    owner, var_ids, positions = owner[order], m.var_ids[order], m.positions[order]
-    index = {v: k for k, v in enumerate(m.variables)}
-    result = []
+    present = [v for v in spec.variables if v in m.variables]
+    wide = wide_columns(m, present, (), reserved=())
+    columns = []
     for var in spec.variables:
-        mine = var_ids == index[var] if var in index else np.zeros(len(var_ids), dtype=np.bool_)
-        bounds = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner[mine], minlength=n), out=bounds[1:])
-        result.append((positions[mine], bounds))
-    return result
+        if var in wide.lists:
+            columns.append(wide.lists[var])
+        elif var in wide.scalars:
+            positions, bound = wide.scalars[var]
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(bound, out=offsets[1:])
+            columns.append(ListColumn(offsets, positions[bound]))
+        else:
+            columns.append(ListColumn(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+    return columns
 
 
-def _split(values: list[Any], bounds: npt.NDArray[np.int64]) -> list[list[Any]]:
-    """``values`` cut into one list per match at ``bounds``."""
-    if len(values) == len(bounds) - 1 and bool(np.all(np.diff(bounds) == 1)):  # the common case
-        return [[v] for v in values]  # one value per match (not just as many values as matches)
-    b = bounds.tolist()
-    return [values[lo:hi] for lo, hi in zip(b[:-1], b[1:], strict=True)]
+def _cells(values: npt.NDArray[Any], offsets: npt.NDArray[np.int64]) -> list[list[Any]]:
+    """``values`` cut into one Python list per match at ``offsets`` (match k holds
+    ``values[offsets[k]:offsets[k + 1]]``)."""
+    if len(values) == len(offsets) - 1 and bool(np.all(offsets[1:] - offsets[:-1] == 1)):
+        return values.reshape(-1, 1).tolist()  # one value per match: built in C
+    items, bounds = values.tolist(), offsets.tolist()
+    return [items[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _records(cells: pd.DataFrame, rows: list[npt.NDArray[np.int64]]) -> npt.NDArray[Any]:
+    """One dict per row of ``cells`` (None for a null), as an object array indexed by row;
+    built only for the rows some match refers to (``rows``)."""
+    records = np.empty(len(cells), dtype=object)
+    used = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *rows]))
+    if len(used):
+        picked = cells.iloc[used].astype(object)
+        values = [col.tolist() for _, col in picked.where(picked.notna(), None).items()]
+        records[used] = list(map(dict, map(zip, repeat(cells.columns.tolist()), zip(*values, strict=True))))
+    return records
 
 
 def _rows_of(known_pos: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -253,7 +295,7 @@ def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> pd.Se
     """
     if not variables:
         return pd.Series([{} for _ in range(n)], dtype=object)
-    cells = [dict(zip(variables, cell, strict=True)) for cell in zip(*values, strict=True)]
+    cells = list(map(dict, map(zip, repeat(variables), zip(*values, strict=True))))
     return pd.Series(cells, dtype=object)
 
 
