@@ -31,8 +31,10 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Literal, TypeVar, cast
 
 import attrs
 
@@ -55,6 +57,34 @@ Family = Literal["sequential", "ranked", "maximal", "parallel", "windowed"]
 STRATEGIES = ("all", "any", "strict", "last", "next", "max")
 #: CONSUME BY as the loops read it.
 CONSUME_CODES = {"none": 0, "any": 1, "partition": 2}
+
+
+T = TypeVar("T")
+
+
+class SharedTables:
+    """The tables every stream of one plan shares in this process (the determinized
+    automaton, the MAX pair automaton, the parallelized transitions), each built by the
+    first runner that asks for it. Not part of the plan's data: a pickled plan (Spark)
+    or one decoded from a snapshot gets a holder of its own, empty until used.
+
+    Example::
+
+        dfa = plan.shared_tables().get("dfa", lambda: Dfa(plan.nfa))
+    """
+
+    def __init__(self) -> None:
+        #: Held while a table is built here (a table that grows has a lock of its own).
+        self.lock = threading.Lock()
+        self._built: dict[str, object] = {}
+
+    def get(self, name: str, build: Callable[[], T]) -> T:
+        """The table ``name``, built by ``build`` on the first call (one build per plan,
+        also when streams in several threads ask at once)."""
+        with self.lock:
+            if name not in self._built:
+                self._built[name] = build()
+            return cast(T, self._built[name])
 
 
 @attrs.frozen(eq=False)
@@ -87,6 +117,23 @@ class Plan:
     def variables(self) -> tuple[str, ...]:
         """The pattern's variables, in the order the matches number them."""
         return self.nfa.variables
+
+    def shared_tables(self) -> SharedTables:
+        """The tables all streams of this plan share in this process, created on first use
+        (kept beside the plan, not in it: the plan stays plain data).
+
+        Example: ``query.stream().runner.dfa is query.stream().runner.dfa``
+        """
+        with _SHARED_LOCK:
+            tables = _SHARED.get(self)
+            if tables is None:
+                tables = _SHARED[self] = SharedTables()
+            return tables
+
+
+#: Each live plan's shared tables (dropped with the plan; plans compare by identity).
+_SHARED: weakref.WeakKeyDictionary[Plan, SharedTables] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "") -> Plan:

@@ -28,6 +28,7 @@ from pycel.runtime.snapshot.tables import Reader, Writer, in_range, max_in, max_
 
 from .base import PreparedBatch, RawMatches, Store, loop_input, power_of_two_columns
 from .classes import load_classes, save_classes
+from .sequential import SharedAutomaton
 
 
 class MaximalRunner:
@@ -37,15 +38,25 @@ class MaximalRunner:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.classes = ClassTable()
-        self.max_dfa = MaxDfa(plan.nfa)
+        # The pair automaton, shared by all streams of the plan in this process.
+        self.shared = plan.shared_tables().get("max_dfa", lambda: SharedAutomaton(MaxDfa(plan.nfa)))
         self.store = Store.new()
         self.pairs = new_pair_arena()
 
+    @property
+    def max_dfa(self) -> MaxDfa:
+        """The pair automaton (shared by the plan's streams)."""
+        return self.shared.automaton
+
+    @property
+    def classes(self) -> ClassTable:
+        """The class numbering of the pair automaton's tables (shared with it)."""
+        return self.shared.classes
+
     def advance(self, batch: PreparedBatch) -> RawMatches:
-        class_ids = self.classes.classify(batch.bits)
-        self.max_dfa.expand(self.classes.bits)
-        t = self.max_dfa.tables()
+        with self.shared.lock:
+            class_ids = self.shared.classify(batch.bits)
+            t = self.max_dfa.tables()
         tables = MaxArrays(
             ints(t.mark_ptr), ints(t.mark_label), ints(t.mark_dst), flags(t.mark_out), ints(t.skip_dst),
             flags(t.initial), flags(t.inert), np.int64(t.n_pairs), ints(t.label_masks),
@@ -59,12 +70,13 @@ class MaximalRunner:
         pass  # the pair arena compacts itself
 
     def save(self, w: Writer) -> Json:
-        return {
-            "classes": save_classes(w, self.classes),
-            "max_dfa": max_out(w, self.max_dfa),
-            "store": self.store.save(w),
-            "pairs": w.add(self.pairs, np.int64),
-        }
+        with self.shared.lock:  # classes and tables as of one moment
+            return {
+                "classes": save_classes(w, self.classes),
+                "max_dfa": max_out(w, self.max_dfa),
+                "store": self.store.save(w),
+                "pairs": w.add(self.pairs, np.int64),
+            }
 
     @classmethod
     def load(cls, plan: Plan, r: Reader, x: Json) -> MaximalRunner:
@@ -72,8 +84,9 @@ class MaximalRunner:
         x = as_dict(x, "runner")
         runner = cls.__new__(cls)
         runner.plan = plan
-        runner.max_dfa = max_in(r, x.get("max_dfa"), plan.nfa)
-        runner.classes = load_classes(r, x.get("classes"), runner.max_dfa.class_bits)
+        # The snapshot's tables and numbering, the restored stream's own.
+        max_dfa = max_in(r, x.get("max_dfa"), plan.nfa)
+        runner.shared = SharedAutomaton(max_dfa, load_classes(r, x.get("classes"), max_dfa.class_bits))
         runner.store = Store.load(r, x.get("store"), 4, len(runner.max_dfa.labels.sets))
         runner.pairs = r.get(x.get("pairs"), "pair arena", ndim=2)
         capacity = power_of_two_columns(runner.pairs, 2, "the pair arena")

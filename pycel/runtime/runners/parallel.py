@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -49,15 +51,10 @@ class ParallelRunner:
         self._tables(plan.hcq)
 
     def _tables(self, hcq: HcqPlan) -> None:
-        """The transitions as flat arrays, computed once per runner."""
-        self.arrays = transition_arrays(hcq)
-        variables = self.plan.variables
-        a = self.arrays
-        label_masks = [sum(1 << variables.index(hcq.atoms[i].var) for i in t.reads) for t in hcq.transitions]
-        self.tables = HcqArrays(
-            ints(a["mask"]), ints(a["dst"]), ints(a["final"]), ints(a["same"]), ints(a["nkids"]),
-            ints(a["kids"]), ints(a["kid_combo"]), ints(a["dst_combo"]), ints(label_masks),
-        )  # fmt: skip
+        """The transitions as flat arrays, computed once per plan (all its streams in this
+        process read the same arrays; nothing writes them)."""
+        plan = self.plan
+        self.arrays, self.tables = plan.shared_tables().get("hcq", lambda: _hcq_arrays(plan.variables, hcq))
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
         keys, key_valid, same_ok = self._combo_keys(batch.batch)
@@ -140,3 +137,13 @@ class ParallelRunner:
         return {**self.store.stats(window_start), "pair_capacity": 0}
 
 
+def _hcq_arrays(variables: tuple[str, ...], hcq: HcqPlan) -> tuple[dict[str, Any], HcqArrays]:
+    """The parallelized automaton's transitions: as built (``combos``, ``sames`` for the
+    keys) and as the loop reads them."""
+    a = transition_arrays(hcq)
+    label_masks = [sum(1 << variables.index(hcq.atoms[i].var) for i in t.reads) for t in hcq.transitions]
+    tables = HcqArrays(
+        ints(a["mask"]), ints(a["dst"]), ints(a["final"]), ints(a["same"]), ints(a["nkids"]),
+        ints(a["kids"]), ints(a["kid_combo"]), ints(a["dst_combo"]), ints(label_masks),
+    )  # fmt: skip
+    return a, tables

@@ -14,8 +14,13 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
+from pycel.errors import UnsupportedError
 from pycel.jit.runtime import run_batch
 from pycel.jit.structs import DfaArrays, flags, ints
 from pycel.plan.determinize import Dfa, DfaTables
@@ -37,6 +42,68 @@ def dfa_arrays(t: DfaTables, contiguous: bool) -> DfaArrays:
     )  # fmt: skip
 
 
+class Expandable(Protocol):
+    """An automaton whose tables grow one predicate class at a time (Dfa, MaxDfa)."""
+
+    def expand(self, class_bits: list[int]) -> None: ...
+
+
+A = TypeVar("A", bound=Expandable)
+
+
+class SharedAutomaton(Generic[A]):
+    """A lazily expanded automaton and the class numbering its tables are indexed by: one
+    per plan per process (:meth:`~pycel.plan.planner.Plan.shared_tables`), read by every
+    stream of the plan.
+
+    States, label sets and classes are only ever appended, so the tables a stream took
+    keep their numbering while another stream expands them; ``lock`` makes classifying,
+    expanding and taking the tables one step (streams may run in several threads), and
+    a snapshot's view of them consistent. An expansion that fails (the automaton grew
+    too large, or was interrupted) leaves the automaton incomplete: its error is raised
+    again for every later use, so no stream reads those tables.
+    """
+
+    def __init__(self, automaton: A, classes: ClassTable | None = None) -> None:
+        self.automaton = automaton
+        self.classes = ClassTable() if classes is None else classes
+        self.lock = threading.RLock()
+        self.failure: str | None = None
+
+    def classify(self, bits: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+        """Each event's class id (new bit-vectors get the next ids), with the automaton
+        expanded for every class. Hold ``lock`` until the tables are taken."""
+        with self.lock:
+            if self.failure is not None:
+                raise UnsupportedError(self.failure)
+            class_ids = self.classes.classify(bits)
+            try:
+                self.automaton.expand(self.classes.bits)
+            except UnsupportedError as e:
+                self.failure = str(e)
+                raise
+            except BaseException as e:  # e.g. KeyboardInterrupt: the tables are half built
+                what = type(e).__name__
+                self.failure = f"expanding this query's automaton was interrupted ({what}): compile it again"
+                raise
+            return class_ids
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedAutomaton[A]:
+        return self  # a copy of a stream's state (Stream._state_copy) still shares them
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+
+
+def shared_dfa(plan: Plan) -> SharedAutomaton[Dfa]:
+    """The plan's determinized automaton, shared by all its streams in this process."""
+    return plan.shared_tables().get("dfa", lambda: SharedAutomaton(Dfa(plan.nfa)))
+
+
 class SequentialRunner:
     """ALL/ANY/STRICT: one run per valuation, all of them kept (see the module docstring)."""
 
@@ -44,15 +111,25 @@ class SequentialRunner:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.classes = ClassTable()
-        self.dfa = Dfa(plan.nfa)
+        self.shared = shared_dfa(plan)
         self.store = Store.new()
         self._arrays_of: DfaTables | None = None
 
+    @property
+    def dfa(self) -> Dfa:
+        """The determinized automaton (shared by the plan's streams)."""
+        return self.shared.automaton
+
+    @property
+    def classes(self) -> ClassTable:
+        """The class numbering of the automaton's tables (shared with it)."""
+        return self.shared.classes
+
     def advance(self, batch: PreparedBatch) -> RawMatches:
-        class_ids = self.classes.classify(batch.bits)
-        self.dfa.expand(self.classes.bits)
-        return self._run(batch, class_ids, self.dfa.tables())
+        with self.shared.lock:
+            class_ids = self.shared.classify(batch.bits)
+            t = self.dfa.tables()
+        return self._run(batch, class_ids, t)
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
         step = run_batch(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
@@ -70,11 +147,12 @@ class SequentialRunner:
         pass  # the store recycles what left the window itself
 
     def save(self, w: Writer) -> Json:
-        return {
-            "classes": save_classes(w, self.classes),
-            "dfa": dfa_out(w, self.dfa),
-            "store": self.store.save(w),
-        }
+        with self.shared.lock:  # classes and tables as of one moment
+            return {
+                "classes": save_classes(w, self.classes),
+                "dfa": dfa_out(w, self.dfa),
+                "store": self.store.save(w),
+            }
 
     @classmethod
     def load(cls, plan: Plan, r: Reader, x: Json) -> SequentialRunner:
@@ -82,8 +160,10 @@ class SequentialRunner:
         x = as_dict(x, "runner")
         runner = cls.__new__(cls)
         runner.plan = plan
-        runner.dfa = dfa_in(r, x.get("dfa"), plan.nfa)
-        runner.classes = load_classes(r, x.get("classes"), runner.dfa.class_bits)
+        # The snapshot's tables and numbering, the restored stream's own (its plan, decoded
+        # from the snapshot, is a new one too).
+        dfa = dfa_in(r, x.get("dfa"), plan.nfa)
+        runner.shared = SharedAutomaton(dfa, load_classes(r, x.get("classes"), dfa.class_bits))
         runner.store = Store.load(r, x.get("store"), 4, len(runner.dfa.labels.sets))
         runner._arrays_of = None
         return runner
