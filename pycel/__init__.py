@@ -19,7 +19,7 @@ Declare event types, write patterns as typed Python expressions, run them::
 
 from pycel import reference
 from pycel.data.matches import Match, Matches
-from pycel.dsl import Pattern, not_, plus, seq
+from pycel.dsl import Pattern, absent, not_, plus, seq
 from pycel.engine import CompiledQuery, Stream, compile
 from pycel.errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
 from pycel.language.events import Event, Field, Timestamp, alias
@@ -41,6 +41,7 @@ __all__ = [
     "PycelError",
     "Timestamp",
     "UnsupportedError",
+    "absent",
     "alias",
     "not_",
     "plus",

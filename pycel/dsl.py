@@ -250,6 +250,26 @@ class NotAtom(Pattern):
 
 
 @attrs.frozen(repr=False)
+class Absent(Pattern):
+    """Absence inside a sequence: no event of type ``event`` (satisfying ``predicate``)
+    between the neighbouring parts of the sequence. It binds no variable; ``var`` names
+    the absent event inside ``predicate``, which may also read the neighbours' variables.
+    """
+
+    event: type[Event]
+    var: str
+    predicate: Expr[bool] | None = attrs.field(eq=expr_key)
+
+    def __repr__(self) -> str:
+        inner = event_name(self.event)
+        if self.var != inner:
+            inner += f" AS {self.var}"
+        if self.predicate is not None:
+            inner += f" FILTER {self.predicate!r}"
+        return f"ABSENT({inner})"
+
+
+@attrs.frozen(repr=False)
 class Seq(Pattern):
     """``left ; right`` (or ``left : right`` when ``contiguous``)."""
 
@@ -474,3 +494,21 @@ def not_(p: PatternLike, var: str | None = None) -> Pattern:
     if predicate is not None:
         predicate = predicate._map(lambda a: attrs.evolve(a, var=name) if a.var == node.var else a)
     return NotAtom(node.event, _check_var(name), predicate)
+
+
+def absent(p: PatternLike) -> Pattern:
+    """Absence: inside ``seq``, no such event between the parts before and after it.
+
+    ``p`` is one event type or alias, optionally filtered; its filter may correlate the
+    absent event with the sequence's other variables. The absent event is bound to
+    nothing. Absence must have a part of the sequence on both sides.
+
+    Example: ``pycel.seq(o, pycel.absent(c.where(c.order_id == o.order_id)), d)``
+    """
+    node = as_pattern(p)
+    predicate: Expr[bool] | None = None
+    if isinstance(node, Filter) and isinstance(node.inner, Atom) and not node.post_filter:
+        predicate, node = node.predicate, node.inner
+    if not isinstance(node, Atom):
+        raise PatternError(f"absent() takes one event type or alias, optionally filtered; got {node!r}")
+    return Absent(node.event, node.var, predicate)

@@ -30,8 +30,9 @@ from pycel.data.ingest import (
     to_batch,
 )
 from pycel.data.matches import Match, Matches
-from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import DataError
+from pycel.language.absence import seq_chain
 from pycel.language.checks import check, event_types, is_equality_join
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, eval_scalar
@@ -107,6 +108,9 @@ def _scoped_predicates(
         if isinstance(node, NotAtom) and node.predicate is not None:
             found.append((node.predicate, name))
         return found
+    if isinstance(node, Absent):
+        parts = conjuncts(node.predicate) if node.predicate is not None else []
+        return [(p, _type_name(node.event)) for p in parts if p.variables() <= {node.var}]
     if isinstance(node, As):
         labels = labels | {node.var}
     if isinstance(node, Filter) and not node.post_filter:
@@ -230,8 +234,7 @@ def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
 
         return {frozenset([(node.var, p)]) for p in stream.positions if not excluded(p)}
     if isinstance(node, Seq):
-        left, right = _denote(node.left, stream), _denote(node.right, stream)
-        return _guard({a | b for a in left for b in right if stream.follows(a, b, node.contiguous)})
+        return _denote_chain(seq_chain(node), stream)
     if isinstance(node, Or):
         return _denote(node.left, stream) | _denote(node.right, stream)
     if isinstance(node, And):
@@ -253,6 +256,42 @@ def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
     raise TypeError(f"the reference evaluator does not know {node!r}")
 
 
+def _denote_chain(chain: list[tuple[Pattern, bool]], stream: _Stream) -> set[Valuation]:
+    """A sequence's valuations, part by part; the absences between two parts drop the
+    pairs with such an event strictly between them (docs/semantics.md, Absence)."""
+    result = _denote(chain[0][0], stream)
+    absences: list[Absent] = []
+    for part, contiguous in chain[1:]:
+        if isinstance(part, Absent):
+            absences.append(part)
+            continue
+        right = _denote(part, stream)
+        result = _guard(
+            {
+                a | b
+                for a in result
+                for b in right
+                if stream.follows(a, b, contiguous) and not any(_occurs(x, a, b, stream) for x in absences)
+            }
+        )
+        absences = []
+    return result
+
+
+def _occurs(absence: Absent, left: Valuation, right: Valuation, stream: _Stream) -> bool:
+    """Whether an event of the absence's type satisfying its filter (with the bindings of
+    ``left | right`` for the variables it correlates with) lies strictly between ``left``'s
+    last position and ``right``'s first."""
+    name = _type_name(absence.event)
+    before, after = max(_positions(left)), min(_positions(right))
+    v = left | right
+    for p in stream.positions:
+        if before < p < after and name in stream.types[p]:
+            if absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream):
+                return True
+    return False
+
+
 def _type_name(cls: type) -> str:
     from pycel.language.events import event_name
 
@@ -268,9 +307,7 @@ def _strategy_filter(name: str, outputs: list[Valuation], stream: _Stream) -> li
         return outputs
     if name == "strict":
         index = {p: k for k, p in enumerate(stream.positions)}
-        return [
-            v for v, c in zip(outputs, sets, strict=True) if index[max(c)] - index[min(c)] + 1 == len(c)
-        ]
+        return [v for v, c in zip(outputs, sets, strict=True) if index[max(c)] - index[min(c)] + 1 == len(c)]
     if name == "max":
         return [v for v, c in zip(outputs, sets, strict=True) if not any(c < d for d in sets)]
     pick: Callable[[frozenset[int]], int] = min if name == "next" else max
@@ -317,6 +354,8 @@ def columns_read(spec: QuerySpec) -> dict[str, str]:
             parts = [(p, "post-filter" if node.post_filter else "filter") for p in conjuncts(node.predicate)]
         elif isinstance(node, NotAtom) and node.predicate is not None:
             parts = [(node.predicate, "filter of a negated event")]
+        elif isinstance(node, Absent) and node.predicate is not None:
+            parts = [(node.predicate, "filter of an absence")]
         else:
             continue
         for pred, what in parts:

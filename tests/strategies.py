@@ -41,11 +41,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 
 import pycel
 from pycel import Event, Field, Pattern, PatternError
-from pycel.dsl import Plus
+from pycel.dsl import Consume, Limit, PartitionBy, Plus, Select, Strategy_, Within
 from pycel.language.checks import check_hierarchical
 from pycel.language.events import event_name
 from pycel.language.expr import Expr
@@ -130,6 +131,7 @@ class Features:
     conjunction: bool = False  # p & q
     negation: bool = False  # not_(T) / not_(T.where(...)) inside sequences
     correlation: bool = False  # x.a == y.b between occurrences (equality joins)
+    absence: bool = False  # seq(p, absent(T.where(...)), q) (never contiguous)
     # query clauses
     windows: bool = True  # within(events=k) / within(k, on=Base.time)
     partition: bool = True  # partition_by(Base.x)
@@ -148,8 +150,14 @@ class Features:
         on = {
             name: True
             for name in (
-                "contiguous", "conjunction", "negation", "correlation",
-                "strategies", "consume", "limit", "select",
+                "contiguous",
+                "conjunction",
+                "negation",
+                "correlation",
+                "strategies",
+                "consume",
+                "limit",
+                "select",
             )
         }
         return replace(cls(), **{**on, **overrides})
@@ -223,6 +231,17 @@ def _atom(draw: st.DrawFn, types: Sequence[type[Base]], budget: _Budget) -> Patt
     return atom
 
 
+@st.composite
+def _absence(draw: st.DrawFn, types: Sequence[type[Base]], budget: _Budget) -> Pattern:
+    """``absent(T)``, maybe filtered (its variable is fresh and bound nowhere else)."""
+    cls = draw(st.sampled_from(list(types)))
+    var = budget.fresh("z")
+    target = pycel.alias(cls, var)
+    if draw(st.booleans()):
+        return pycel.absent(target.where(draw(unary_predicates(var, cls, depth=1))))
+    return pycel.absent(target)
+
+
 def _vars(pattern: Pattern) -> list[str]:
     from pycel.language.checks import bound_variables
 
@@ -255,9 +274,14 @@ def _body(draw: st.DrawFn, types: Sequence[type[Base]], depth: int, budget: _Bud
             right = draw(_atom(types, budget))
         if kind == "or":
             return left | right
-        node = left & right if kind == "and" else pycel.seq(
-            left, right, contiguous=f.contiguous and draw(st.integers(0, 2)) == 0
-        )
+        if kind == "seq" and f.absence and draw(st.integers(0, 1)) == 0:
+            node = pycel.seq(left, draw(_absence(types, budget)), right)
+        else:
+            node = (
+                left & right
+                if kind == "and"
+                else pycel.seq(left, right, contiguous=f.contiguous and draw(st.integers(0, 2)) == 0)
+            )
         if f.correlation and draw(st.integers(0, 2)) == 0:
             lvars = [v for v in _vars(left) if v in budget.variables]
             rvars = [v for v in _vars(right) if v in budget.variables and v not in lvars]
@@ -328,6 +352,16 @@ def patterns(
     return pattern
 
 
+def without_limit(pattern: Pattern) -> tuple[Pattern, int | None]:
+    """The pattern with its top-level limit() clause removed, and that limit."""
+    if isinstance(pattern, Limit):
+        return pattern.inner, pattern.n
+    if isinstance(pattern, (Within, PartitionBy, Select, Strategy_, Consume)):
+        inner, n = without_limit(pattern.inner)
+        return attrs.evolve(pattern, inner=inner), n
+    return pattern, None
+
+
 def kleene_count(pattern: Pattern) -> int:
     """How many ``+`` operators ``pattern`` contains."""
     own = 1 if isinstance(pattern, Plus) else 0
@@ -356,7 +390,18 @@ def cases(
 #: int values where wrapping, float rounding or overflow would show (docs/data.md).
 INT_EDGES = (0, 1, -1, 3, 2**31, 2**32, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -(2**63), -(2**63) + 1)
 FLOAT_EDGES = (
-    0.0, -0.0, 0.5, 3.0, 2.0**31, 2.0**53, 2.0**63, -(2.0**63), 1e19, -1e19, float("inf"), float("nan"),
+    0.0,
+    -0.0,
+    0.5,
+    3.0,
+    2.0**31,
+    2.0**53,
+    2.0**63,
+    -(2.0**63),
+    1e19,
+    -1e19,
+    float("inf"),
+    float("nan"),
 )
 ARITH_OPS = ("+", "-", "*", "/", "%")
 COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")

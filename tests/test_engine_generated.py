@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import warnings
 
-import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import Features, cases, event_types
+from strategies import Features, cases, event_types, without_limit
 
 import pycel
-from pycel.dsl import Consume, Limit, PartitionBy, Pattern, Select, Strategy_, Within
+from pycel.dsl import Pattern
 
 TYPES = event_types(4)
 ENGINE = Features(negation=True, consume=True, select=True)
@@ -53,21 +52,11 @@ def test_pushing_in_pieces_equals_one_run(case: tuple[Pattern, list[object]], da
     assert got == whole
 
 
-def _without_limit(pattern: Pattern) -> tuple[Pattern, int | None]:
-    """The pattern with its top-level limit() clause removed, and that limit."""
-    if isinstance(pattern, Limit):
-        return pattern.inner, pattern.n
-    if isinstance(pattern, (Within, PartitionBy, Select, Strategy_, Consume)):
-        inner, n = _without_limit(pattern.inner)
-        return attrs.evolve(pattern, inner=inner), n
-    return pattern, None
-
-
 @settings(max_examples=60)
 @given(cases(TYPES, Features(negation=True, consume=True, limit=True)))
 def test_limit_keeps_a_subset_of_at_most_n_per_end(case: tuple[Pattern, list[object]]) -> None:
     pattern, stream = case
-    unlimited, limit = _without_limit(pattern)
+    unlimited, limit = without_limit(pattern)
     got = _compile(pattern).run(stream)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -116,7 +116,7 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     }
     # The patterns above use contiguity (strict), consumption-free and projecting clauses
     # and NEXT as well as LAST: several variants of a loop exist, each compiled once.
-    assert (True, False, False) in variants["all"] and (False, False, False) in variants["all"]
+    assert (True, False, False, False) in variants["all"] and (False, False, False, False) in variants["all"]
     assert {key[0] for key in variants["ranked"]} == {False, True}
     for family, loops in variants.items():
         for key, loop in loops.items():
@@ -160,7 +160,7 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["equal"] == [True, True]
-    assert result["all"] == [[False, False, False]]
+    assert result["all"] == [[False, False, False, False]]
     assert result["ranked"] == [[False, False, False]]
     compiled = set(result["compiled"])
     assert "run_batch_all" in " ".join(compiled)  # the recorder saw the compilation

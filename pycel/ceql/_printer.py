@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from pycel.dsl import (
+    Absent,
     And,
     As,
     Atom,
@@ -114,7 +115,7 @@ def _check_type_name(node: Pattern, var: str, where: str) -> None:
 
 
 def _event_types(node: Pattern) -> set[type[Event]]:
-    if isinstance(node, (Atom, NotAtom)):
+    if isinstance(node, (Atom, NotAtom, Absent)):
         return {node.event}
     return set().union(*(_event_types(c) for c in node.children()))
 
@@ -141,6 +142,8 @@ def _cel(node: Pattern) -> tuple[str, int]:
         return f"{name} AS {quote_ident(node.var)}", _POSTFIX
     if isinstance(node, NotAtom):
         return _negated(node)
+    if isinstance(node, Absent):
+        return _absence(node), _PRIMARY
     if isinstance(node, Seq):
         level = _CSEQ if node.contiguous else _SEQ
         op = ":" if node.contiguous else ";"
@@ -186,6 +189,14 @@ def _negated(node: NotAtom) -> tuple[str, int]:
     if node.var == f"not_{name}":
         return f"NOT({inner})", _PRIMARY
     return f"NOT({inner}) AS {quote_ident(node.var)}", _POSTFIX
+
+
+def _absence(node: Absent) -> str:
+    name = event_name(node.event)
+    inner = quote_ident(name) + ("" if node.var == name else f" AS {quote_ident(node.var)}")
+    if node.predicate is not None:
+        inner += f" FILTER {quote_ident(node.var)}[{expr_to_ceql(node.predicate, node.var)}]"
+    return f"ABSENT({inner})"
 
 
 def _filters(inner: Pattern, predicate: Expr[bool]) -> str:

@@ -20,10 +20,12 @@ import attrs
 
 from pycel.dsl import (
     STRATEGIES,
+    Absent,
     And,
     As,
     Atom,
     Consume,
+    Filter,
     Limit,
     NotAtom,
     Or,
@@ -35,6 +37,7 @@ from pycel.dsl import (
     Strategy_,
 )
 from pycel.errors import PatternError
+from pycel.language.absence import seq_chain
 from pycel.language.events import Event, event_name
 from pycel.language.expr import BoolOp, Expr
 
@@ -123,6 +126,8 @@ class _QueryParser:
             time_attribute = declaration.time_attribute
         self.windows = WindowParser(self.cur, types, time_attribute, time_unit)
         self.filters = FilterParser(self.cur, types, self.check_qualifier)
+        # ABSENT(… FILTER …) read before the sequence around it: (node, FILTER's token index).
+        self.absences: list[tuple[Absent, int]] = []
 
     # -- query -----------------------------------------------------------------------------
     def query(self) -> Pattern:
@@ -140,6 +145,9 @@ class _QueryParser:
                 self.check_qualifier(stream_tok, var_tok)
         cur.expect_keyword("WHERE", "FROM or WHERE")
         body = self.cel()
+        if self.absences:
+            end, body = cur.i, self.with_absence_filters(body)
+            cur.i = end
         clauses = ["PARTITION BY", "WITHIN", "CONSUME BY", "LIMIT"]
         node = body
         partition: tuple[str, ...] = ()
@@ -306,6 +314,8 @@ class _QueryParser:
             return node
         if cur.at_keyword("NOT"):
             return self.negated_atom()
+        if cur.peek().kind == "ident" and cur.peek().value.upper() == "ABSENT" and cur.at_op("(", k=1):
+            return self.absence()
         if cur.peek().kind == "ident":
             cls, name = self.event_type()
             var = self.variable() if cur.accept_keyword("AS") else name
@@ -378,6 +388,72 @@ class _QueryParser:
                     stream_tok,
                 )
             )
+
+    def absence(self) -> Pattern:
+        """``ABSENT(T [AS x] [FILTER …])`` (a pycel extension): no such event between the
+        parts of the sequence around it. The FILTER may read the sequence's variables, so
+        it is parsed once the whole pattern is known (:meth:`with_absence_filters`)."""
+        cur = self.cur
+        cur.next()
+        cur.expect_op("(", "'(' after ABSENT")
+        cls, name = self.event_type()
+        var = self.variable() if cur.accept_keyword("AS") else name
+        node = Absent(cls, var, None)
+        if cur.at_keyword("FILTER"):
+            self.absences.append((node, cur.i))
+            depth = 0
+            while not (depth == 0 and cur.at_op(")")):
+                if cur.peek().kind == "eof":
+                    break
+                depth += 1 if cur.at_op("(") else -1 if cur.at_op(")") else 0
+                cur.next()
+        cur.expect_op(")", "')' or FILTER (ABSENT takes one event type, optionally filtered)")
+        return node
+
+    def with_absence_filters(self, node: Pattern) -> Pattern:
+        """``node`` with each deferred ABSENT filter parsed over the variables of the
+        sequence it stands in (and its own)."""
+        if isinstance(node, Absent):
+            return self.absence_filter(node, node)
+        if isinstance(node, (Or, And)):
+            return attrs.evolve(
+                node, left=self.with_absence_filters(node.left), right=self.with_absence_filters(node.right)
+            )
+        if isinstance(node, (Plus, As, Filter)):
+            return attrs.evolve(node, inner=self.with_absence_filters(node.inner))
+        if not isinstance(node, Seq):
+            return node
+        chain = seq_chain(node)
+        scope = [part for part, _ in chain if not isinstance(part, Absent)]
+        parts = [
+            (
+                self.absence_filter(part, scope)
+                if isinstance(part, Absent)
+                else self.with_absence_filters(part),
+                glued,
+            )
+            for part, glued in chain
+        ]
+        result = parts[0][0]
+        for part, glued in parts[1:]:
+            result = Seq(result, part, glued)
+        return result
+
+    def absence_filter(self, node: Absent, scope: Pattern | list[Pattern]) -> Absent:
+        start = next((i for n, i in self.absences if n is node), None)
+        if start is None:
+            return node
+        self.cur.i = start
+        own = Atom(node.event, node.var)
+        around = [own, *scope] if isinstance(scope, list) else [own]
+        readable = around[0]
+        for part in around[1:]:
+            readable = Seq(readable, part)
+        predicate: Expr[bool] | None = None
+        while self.cur.accept_keyword("FILTER"):
+            pred = self.filters.filter_tree(readable).predicate()
+            predicate = pred if predicate is None else BoolOp.build("and", predicate, pred)
+        return attrs.evolve(node, predicate=predicate)
 
     def negated_atom(self) -> Pattern:
         """``NOT(T [FILTER …])`` [``AS x``]: one event that is not such a T."""

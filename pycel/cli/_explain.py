@@ -66,9 +66,18 @@ def _atom_row(nfa: Nfa, atom: AtomState) -> list[str]:
     if atom.type_predicate is not None:
         reads += f" [{atom.type_predicate!r}]"
     filters = " AND ".join(repr(f) for f in atom.filters) or "-"
-    follow = ", ".join(str(b) for b in sorted(nfa.follow.get(atom.index, ()))) or "-"
+    follow = ", ".join(_edge(nfa, atom.index, b) for b in sorted(nfa.follow.get(atom.index, ()))) or "-"
     marks = [m for m, on in (("first", atom.index in nfa.first), ("final", atom.index in nfa.last)) if on]
+    if atom.index in nfa.guard_atoms:
+        marks.append(f"absence {nfa.guard_atoms.index(atom.index)} (blocks, binds nothing)")
     return [str(atom.index), reads, ", ".join(sorted(atom.labels)), filters, follow, " ".join(marks)]
+
+
+def _edge(nfa: Nfa, a: int, b: int) -> str:
+    """``b``, or ``b unless 0`` when absences 0… guard the edge a→b."""
+    mask = nfa.guards.get((a, b), 0)
+    guards = [str(g) for g in range(len(nfa.guard_atoms)) if mask >> g & 1]
+    return f"{b} unless {'/'.join(guards)}" if guards else str(b)
 
 
 def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:

@@ -6,8 +6,13 @@ class, reading H before anything is written, (2) enumerates the matches that end
 (:mod:`pycel.jit.enumerate`), (3) inserts the new nodes into H. Everything is flat
 arrays; the query is data (the transition tables), so this code is compiled once for
 every query (``cache=True``) — once per *variant*: the paths only some queries use
-(contiguity, consumption, the projection's duplicate check) are compiled into the loop
-only for the queries that use them (see :func:`_all_loop`).
+(contiguity, consumption, the projection's duplicate check, absence) are compiled into
+the loop only for the queries that use them (see :func:`_all_loop`).
+
+Absence (``seq(p, absent(C), q)``): between (2) and (3), an event of a class that blocks
+moves the runs of its key waiting in the blocked states (:func:`block_runs`): after
+firing, so a run that reads the event as q's first one was not blocked by it, and before
+indexing, so runs ending at the event are not either.
 
 Contiguity (``:``, ``:+``, STRICT): the nodes a partition's event creates in state d go
 to a *fresh* heap H[d | FRESH, key] (its root records the event's position), and H keeps
@@ -39,6 +44,7 @@ from .store import (
     E_POS,
     EMPTY,
     FRESH,
+    H_VAL,
     NO_NODE,
     PREV_STATE,
     U_CONTENT,
@@ -51,6 +57,7 @@ from .store import (
     ensure_room,
     has_room,
     heap_insert,
+    ht_find,
     ht_get,
     ht_put,
     ht_rebuild,
@@ -80,7 +87,7 @@ def _merge(
     U: Ints, E: Ints, ctr: Ints, root: Int, other: Int, lo: Int, pos: Int, window_lo: Int, stack: Ints
 ) -> tuple[Ints, Int, Ints]:
     """(U, root ∪ contents of heap ``other`` inside the window, stack); ``other`` is small
-    (the nodes of one event)."""
+    (the nodes of one event), or a blocked state's runs (each moved once per guard)."""
     top = 0
     stack[0] = other
     top = 1
@@ -102,6 +109,39 @@ def _merge(
     return U, root, stack
 
 
+@njit(cache=True)
+def block_runs(
+    E: Ints, U: Ints, HT: Ints, ctr: Ints, tables: DfaArrays,
+    c: Int, k: Int, lo: Int, pos: Int, window_lo: Int, reserve: Int, stack: Ints,
+) -> tuple[Ints, Ints, Ints]:  # fmt: skip
+    """Absence: move the runs of key ``k`` that an event of class ``c`` blocks (their
+    state's guards; docs/architecture.md, Absence); return (U, HT, stack)
+    (any of them may have been replaced by a larger one). H keeps room for ``reserve``
+    more entries (the nodes the loop indexes next). A blocked state is a fixed point of its
+    block, so a run moves at most once per guard: amortized O(log n) per node."""
+    bptr, bsrc, bdst = tables.bptr, tables.bsrc, tables.bdst
+    first, last = bptr[c], bptr[c + 1]
+    if first == last:
+        return U, HT, stack
+    if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
+        HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1)
+    for i in range(first, last):
+        slot = ht_find(HT, bsrc[i], k)
+        if slot < 0:
+            continue
+        moved = HT[H_VAL, slot]
+        HT[H_VAL, slot] = -1
+        if bdst[i] < 0 or not live(U, ctr[C_U_NEXT], moved) or U[U_MS, moved & (U.shape[1] - 1)] < lo:
+            continue
+        target = ht_get(HT, bdst[i], k)
+        if target < 0 or not live(U, ctr[C_U_NEXT], target) or U[U_MS, target & (U.shape[1] - 1)] < lo:
+            ht_put(HT, ctr, bdst[i], k, moved)
+            continue
+        U, root, stack = _merge(U, E, ctr, target, moved, lo, pos, window_lo, stack)
+        ht_put(HT, ctr, bdst[i], k, root)
+    return U, HT, stack
+
+
 @njit(cache=True, inline="always")
 def _fire(
     E: Ints, U: Ints, ctr: Ints, pos: Int, lab: Int, d: Int, h: Int, lo: Int,
@@ -121,9 +161,10 @@ def _fire(
     return fired + 1
 
 
-def _all_loop(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
+def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool) -> Loop:
     """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
-    fresh heaps), consumption, the projection's duplicate check (``distinct``).
+    fresh heaps), consumption, the projection's duplicate check (``distinct``), absence
+    (``blocking``: events that block waiting runs, :func:`block_runs`).
 
     Each flag is a closure constant: Numba removes the branches it disables before typing
     the function, so their code (and the helpers only they call) is compiled only for a
@@ -189,6 +230,8 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
                 prev = ht_get(HT, PREV_STATE, k)
                 ht_put(HT, ctr, PREV_STATE, k, pos)
             if moves == 0:
+                if blocking:  # an absent event that starts or extends nothing still blocks
+                    U, HT, stack_h = block_runs(E, U, HT, ctr, tables, c, k, lo, pos, window_lo, ZERO, stack_h)
                 continue
             # Room for this event's nodes, so nothing moves while it is processed (the checks
             # are inlined: the calls, which may replace the arrays, are rare).
@@ -237,6 +280,10 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
                     else:
                         ht_put(HT, ctr, BARRIER_STATE, k, pos)
                     continue  # runs through this event are consumed too
+            if blocking:
+                # Absence: the runs that skip this event and wait across one of its guards
+                # are blocked (after firing: a run reading it as the next part was not).
+                U, HT, stack_h = block_runs(E, U, HT, ctr, tables, c, k, lo, pos, window_lo, fired, stack_h)
             # (3) Index the new nodes by (state, key).
             for f in range(fired):
                 d = new_d[f]
@@ -265,21 +312,21 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
 
 #: A compiled per-event loop over the determinized automaton.
 Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers], Step]
-_LOOPS: dict[tuple[bool, bool, bool], Loop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool], Loop] = {}
 
 
-def _loop_for(contiguous: bool, consuming: bool, distinct: bool) -> Loop:
+def _loop_for(contiguous: bool, consuming: bool, distinct: bool, blocking: bool) -> Loop:
     """The ALL loop variant for these paths, made at its first use (compiled or loaded
     from the cache at its first call)."""
-    key = (contiguous, consuming, distinct)
+    key = (contiguous, consuming, distinct, blocking)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _all_loop(*key)
     return loop
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool], Loop]:
-    """The ALL loop variants made so far, by (contiguous, consuming, distinct)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool], Loop]:
+    """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking)."""
     return dict(_LOOPS)
 
 
@@ -288,14 +335,15 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
 
     Runs the compiled variant of the loop that has exactly the paths this batch uses
     (see :func:`_all_loop`): contiguity if ``tables.contiguous``, consumption if
-    ``batch.consume``, the duplicate check if the projection drops a bound variable.
+    ``batch.consume``, the duplicate check if the projection drops a bound variable,
+    blocking if the pattern has an absence (its tables list blocked states).
 
     Example::
 
         step = run_batch(new_node_store(), batch_input(...), tables)   # Step(store, out)
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct)
+    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, bool(tables.blocking))
     return loop(store, batch, tables, new_buffers(tables.label_masks, distinct))
 
 

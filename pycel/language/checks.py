@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import warnings
 
-from pycel.dsl import And, As, Atom, Filter, NotAtom, Pattern, Seq
+from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Pattern, Seq
 from pycel.errors import PatternError
 
+from .absence import check_absences, seq_chain
 from .clauses import QuerySpec
 from .events import Event, event_name
 from .expr import Compare, Expr, attributes_in, conjuncts
@@ -29,8 +30,8 @@ ANY_TYPE = None  # what a negated atom may bind: any event type
 
 
 def event_types(node: Pattern) -> set[type[Event]]:
-    """The event types the atoms of ``node`` mention."""
-    if isinstance(node, (Atom, NotAtom)):
+    """The event types the atoms (and absences) of ``node`` mention."""
+    if isinstance(node, (Atom, NotAtom, Absent)):
         return {node.event}
     return set().union(*(event_types(c) for c in node.children()))
 
@@ -63,8 +64,10 @@ def is_equality_join(pred: Expr[bool]) -> bool:
     return len(left) == 1 and len(right) == 1 and left != right
 
 
-def _check_filter(node: Filter) -> None:
-    bound = bound_variables(node.inner)
+def _check_filter(node: Filter, outer: dict[str, set[type[Event] | None]] | None = None) -> None:
+    """Check the variables and attributes ``node``'s predicate reads (``outer``: variables
+    bound around it that it may also read: an absence's neighbours)."""
+    bound = {**(outer or {}), **bound_variables(node.inner)}
     for attr in attributes_in(node.predicate):
         if attr.var not in bound:
             raise PatternError(
@@ -132,18 +135,44 @@ def _warn_repeated_aliases(body: Pattern) -> None:
     )
 
 
-def _walk(node: Pattern) -> None:
+def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]]) -> None:
     if isinstance(node, Filter):
         _check_filter(node)
     if isinstance(node, NotAtom) and node.predicate is not None:
         _check_filter(Filter(Atom(node.event, node.var), node.predicate))
+    if isinstance(node, Seq):
+        # A sequence's absences may correlate with the variables its parts bind.
+        parts = [part for part, _ in seq_chain(node)]
+        scope: dict[str, set[type[Event] | None]] = {}
+        for part in parts:
+            for var, types in bound_variables(part).items():
+                scope.setdefault(var, set()).update(types)
+        for part in parts:
+            if isinstance(part, Absent):
+                _check_absence(part, scope, everything)
+            else:
+                _walk(part, everything)
+        return
     for child in node.children():
-        _walk(child)
+        _walk(child, everything)
+
+
+def _check_absence(
+    node: Absent, scope: dict[str, set[type[Event] | None]], everything: dict[str, set[type[Event] | None]]
+) -> None:
+    if node.predicate is None:
+        return
+    if node.var in everything:
+        raise PatternError(
+            f"in {node!r}, {node.var!r} is also a variable of the pattern, so its filter would "
+            "be ambiguous: name the absent event with an alias (pycel.alias(...))"
+        )
+    _check_filter(Filter(Atom(node.event, node.var), node.predicate), scope)
 
 
 def _types_in_order(node: Pattern) -> list[type[Event]]:
     """The event types of the atoms of ``node``, in pattern order (with repeats)."""
-    if isinstance(node, (Atom, NotAtom)):
+    if isinstance(node, (Atom, NotAtom, Absent)):
         return [node.event]
     return [t for child in node.children() for t in _types_in_order(child)]
 
@@ -224,7 +253,8 @@ def check_hierarchical(body: Pattern) -> None:
 def check(spec: QuerySpec) -> None:
     """Run every static check on a split query; raise PatternError on the first problem."""
     check_type_names(spec.body)
-    _walk(spec.body)
+    check_absences(spec.body)
+    _walk(spec.body, bound_variables(spec.body))
     check_hierarchical(spec.body)
     bound = bound_variables(spec.body)
     types = event_types(spec.body)

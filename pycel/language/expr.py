@@ -65,9 +65,7 @@ class Expr(Generic[T_co]):
 
     def bind(self, default: str) -> Expr[T_co]:
         """A copy where class-level attributes (no variable yet) read occurrence ``default``."""
-        result: Expr[T_co] = self._map(
-            lambda a: attrs.evolve(a, var=default) if a.var is None else a
-        )
+        result: Expr[T_co] = self._map(lambda a: attrs.evolve(a, var=default) if a.var is None else a)
         return result
 
     def _map(self, f: Any) -> Any:
@@ -332,9 +330,7 @@ class Compare(Expr[bool]):
     def build(op: str, left: Any, right: Any) -> Compare:
         lhs, rhs = _lift(left), _lift(right)
         if not comparable(lhs.dtype, rhs.dtype):
-            raise PatternError(
-                f"cannot compare {lhs!r} ({lhs.dtype}) with {rhs!r} ({rhs.dtype})"
-            )
+            raise PatternError(f"cannot compare {lhs!r} ({lhs.dtype}) with {rhs!r} ({rhs.dtype})")
         return Compare(op, lhs, rhs)
 
     def children(self) -> tuple[Expr[Any], ...]:
@@ -387,9 +383,7 @@ class Like(Expr[bool]):
         """The equivalent Python regular expression (anchored at both ends)."""
         if self.regex:
             return re.compile(self.pattern)
-        body = "".join(
-            ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in self.pattern
-        )
+        body = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in self.pattern)
         return re.compile(body, re.DOTALL)
 
     def __repr__(self) -> str:

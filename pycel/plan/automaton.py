@@ -15,6 +15,12 @@ is exactly the STRICT selection strategy: a match's positions form an interval i
 of its consecutive marked events are adjacent, and each such pair is glued by one ``;``
 or ``+`` of the pattern.
 
+Absence (``seq(p, absent(C), q)``) guards the follow edges from p's last atoms to q's first
+atoms: each absence is a *guard* g with a pseudo-atom that reads the absent events (it is in
+no run; it only gives those events a bit). ``guards[(a, b)]`` is the mask of guards on edge
+a→b; a run may take the edge only if no event of those guards came after its last event.
+The deterministic automaton tracks that per run (``token``: an atom and its blocked guards).
+
 Example::
 
     nfa = build_nfa(split_query(seq(A, plus(B), C)).body)
@@ -25,8 +31,9 @@ from __future__ import annotations
 
 import attrs
 
-from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
+from pycel.language.absence import seq_chain
 from pycel.language.checks import is_equality_join
 from pycel.language.events import event_name
 from pycel.language.expr import Expr, conjuncts
@@ -56,11 +63,38 @@ class Nfa:
     follow: dict[int, frozenset[int]]
     variables: tuple[str, ...]
     gap_follow: dict[int, frozenset[int]] = attrs.field(factory=dict)
+    guards: dict[tuple[int, int], int] = attrs.field(factory=dict)  # edge → guard mask
+    guard_atoms: tuple[int, ...] = ()  # guard g's pseudo-atom
+
+    def guards_after(self, a: int) -> int:
+        """The guards on some edge out of atom ``a``."""
+        mask = 0
+        for b in self.follow.get(a, ()):
+            mask |= self.guards.get((a, b), 0)
+        return mask
 
     @property
     def contiguous(self) -> bool:
         """Whether some edge requires adjacency (the runtime then tracks fresh runs)."""
         return any(self.follow[a] != self.gap_follow.get(a, frozenset()) for a in self.follow)
+
+
+#: Bits of a token below the blocked-guard mask: the atom (atoms are fewer than 64).
+TOKEN_ATOM_BITS = 6
+
+
+def token(atom: int, blocked: int = 0) -> int:
+    """A run's place in the automaton: ``atom`` with the guards ``blocked`` since its last
+    event (-1, the start, is never blocked)."""
+    return atom if atom < 0 else atom | blocked << TOKEN_ATOM_BITS
+
+
+def token_atom(t: int) -> int:
+    return t if t < 0 else t & ((1 << TOKEN_ATOM_BITS) - 1)
+
+
+def token_blocked(t: int) -> int:
+    return 0 if t < 0 else t >> TOKEN_ATOM_BITS
 
 
 @attrs.define
@@ -69,12 +103,61 @@ class _Builder:
     atoms: list[AtomState] = attrs.field(factory=list)
     follow: dict[int, set[int]] = attrs.field(factory=dict)
     gap_follow: dict[int, set[int]] = attrs.field(factory=dict)
+    guards: dict[tuple[int, int], int] = attrs.field(factory=dict)
+    guard_atoms: list[int] = attrs.field(factory=list)
 
-    def link(self, sources: frozenset[int], targets: frozenset[int], contiguous: bool) -> None:
+    def link(
+        self, sources: frozenset[int], targets: frozenset[int], contiguous: bool, guard: int = 0
+    ) -> None:
         for a in sources:
+            for b in targets:
+                if b in self.follow[a] and self.guards.get((a, b), 0) != guard:
+                    # Either guard would allow the edge: one mask cannot say that.
+                    raise UnsupportedError(
+                        "an absence guards a transition that the pattern also makes without it"
+                    )
+                if guard:
+                    self.guards[(a, b)] = guard
             self.follow[a] |= targets
             if not (contiguous or self.strict):
                 self.gap_follow[a] |= targets
+
+    def new_atom(self, atom: AtomState) -> int:
+        k = len(self.atoms)
+        if k >= MAX_ATOMS:
+            raise UnsupportedError(f"the engine supports at most {MAX_ATOMS} atoms per pattern")
+        self.atoms.append(attrs.evolve(atom, index=k))
+        self.follow[k] = set()
+        self.gap_follow[k] = set()
+        return k
+
+    def guard(self, node: Absent) -> int:
+        """A new guard for ``node``; returns its mask bit."""
+        parts = conjuncts(node.predicate) if node.predicate is not None else []
+        own = tuple(p for p in parts if p.variables() <= {node.var})
+        k = self.new_atom(AtomState(0, event_name(node.event), False, None, own, frozenset()))
+        self.guard_atoms.append(k)
+        return 1 << (len(self.guard_atoms) - 1)
+
+    def chain(
+        self, node: Seq, labels: frozenset[str], pending: tuple[Expr[bool], ...]
+    ) -> tuple[frozenset[int], frozenset[int]]:
+        """A sequence part by part; absences guard the edges across them."""
+        first: frozenset[int] | None = None
+        last = frozenset[int]()
+        guard, contiguous = 0, False
+        for part, glued in seq_chain(node):
+            if isinstance(part, Absent):
+                guard |= self.guard(part)
+                continue
+            f, l2 = self.build(part, labels, pending)
+            if first is None:
+                first = f
+            else:
+                self.link(last, f, contiguous or glued, guard)
+            last, guard, contiguous = l2, 0, False
+        assert first is not None  # checks: a sequence does not start with an absence
+        return first, last
 
     def build(
         self, node: Pattern, labels: frozenset[str], pending: tuple[Expr[bool], ...]
@@ -83,12 +166,9 @@ class _Builder:
         if isinstance(node, (Atom, NotAtom)):
             own = labels | {node.var}
             mine = tuple(p for p in pending if not p.variables() or p.variables() <= own)
-            k = len(self.atoms)
-            if k >= MAX_ATOMS:
-                raise UnsupportedError(f"the engine supports at most {MAX_ATOMS} atoms per pattern")
-            self.atoms.append(
+            k = self.new_atom(
                 AtomState(
-                    k,
+                    0,
                     event_name(node.event),
                     isinstance(node, NotAtom),
                     node.predicate if isinstance(node, NotAtom) else None,
@@ -96,8 +176,6 @@ class _Builder:
                     own,
                 )
             )
-            self.follow[k] = set()
-            self.gap_follow[k] = set()
             return frozenset([k]), frozenset([k])
         if isinstance(node, As):
             return self.build(node.inner, labels | {node.var}, pending)
@@ -108,10 +186,7 @@ class _Builder:
             f2, l2 = self.build(node.right, labels, pending)
             return f1 | f2, l1 | l2
         if isinstance(node, Seq):
-            f1, l1 = self.build(node.left, labels, pending)
-            f2, l2 = self.build(node.right, labels, pending)
-            self.link(l1, f2, node.contiguous)
-            return f1, l2
+            return self.chain(node, labels, pending)
         if isinstance(node, Plus):
             f, last = self.build(node.inner, labels, pending)
             self.link(last, f, node.contiguous)
@@ -146,4 +221,6 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
         {k: frozenset(v) for k, v in builder.follow.items()},
         tuple(variables),
         {k: frozenset(v) for k, v in builder.gap_follow.items()},
+        dict(builder.guards),
+        tuple(builder.guard_atoms),
     )

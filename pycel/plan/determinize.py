@@ -11,6 +11,12 @@ event is older than the partition's previous event; ``δ_adj`` follows every edg
 taken by runs whose last event *is* the previous one. A run takes exactly one of them,
 so unambiguity is kept. Without contiguous edges ``δ_adj`` is empty and unused.
 
+Absence: a run's deterministic state holds *tokens*, an atom with the guards blocked since
+the run's last event (:func:`~pycel.plan.automaton.token`); a guarded edge is followed only
+if none of its guards is blocked. An event that reads as guard g (its class has g's
+pseudo-atom bit) blocks g for the runs that skip it: ``blocks[c]`` lists, for class c, the
+states whose runs then move to another state (``-1``: they can no longer continue).
+
 Only classes seen in the data are expanded: when a batch brings new classes,
 :meth:`Dfa.expand` computes their transitions from every known state, and the transitions
 of the states this creates, before the runtime reads the tables.
@@ -31,7 +37,7 @@ import numpy.typing as npt
 from pycel.errors import UnsupportedError
 from pycel.limits import MAX_STATES
 
-from .automaton import Nfa
+from .automaton import Nfa, token, token_atom, token_blocked
 
 START = -1  # the pseudo-atom a new run starts from
 
@@ -56,6 +62,11 @@ class DfaTables:
     alabel: npt.NDArray[np.int64]
     adst: npt.NDArray[np.int64]
     extends_gap: npt.NDArray[np.bool_]
+    # Absence: class c blocks the runs of state bsrc[i] into bdst[i] (-1: they end), for
+    # i in bptr[c]:bptr[c+1].
+    bptr: npt.NDArray[np.int64]
+    bsrc: npt.NDArray[np.int64]
+    bdst: npt.NDArray[np.int64]
 
 
 class LabelSets:
@@ -91,6 +102,7 @@ class Dfa:
         # moves[c] / adj_moves[c] = list of (src, label, dst) for class c (δ_gap / δ_adj)
         self.moves: list[list[tuple[int, int, int]]] = []
         self.adj_moves: list[list[tuple[int, int, int]]] = []
+        self.blocks: list[list[tuple[int, int]]] = []  # per class: (src, dst or -1)
         self.contiguous = nfa.contiguous
         self._tables: DfaTables | None = None
 
@@ -109,16 +121,37 @@ class Dfa:
         if adjacent and (sid == 0 or not self.contiguous):
             return []
         follow = self.nfa.follow if adjacent else self.nfa.gap_follow
+        guards = self.nfa.guards
         groups: dict[frozenset[str], set[int]] = {}
-        for p in self.states[sid]:
+        for t in self.states[sid]:
+            p, blocked = token_atom(t), token_blocked(t)
             succ = self.nfa.first if p == START else follow[p]
             for b in succ:
-                if bits >> b & 1:
-                    groups.setdefault(self.nfa.atoms[b].labels, set()).add(b)
+                if bits >> b & 1 and not guards.get((p, b), 0) & blocked:
+                    groups.setdefault(self.nfa.atoms[b].labels, set()).add(token(b))
         return [
             (sid, self.labels.id(labels), self._state(frozenset(targets)))
             for labels, targets in sorted(groups.items(), key=lambda kv: sorted(kv[0]))
         ]
+
+    def block(self, sid: int, bits: int) -> list[tuple[int, int]]:
+        """[(sid, target)] if an event of a class with ``bits`` moves the runs of ``sid``
+        that skip it (it blocks guards on their edges; target -1: no edge is left), else []."""
+        guard_atoms = self.nfa.guard_atoms
+        hit = sum(1 << g for g, a in enumerate(guard_atoms) if bits >> a & 1)
+        if not hit or sid == 0:
+            return []
+        kept: set[int] = set()
+        for t in self.states[sid]:
+            a, blocked = token_atom(t), token_blocked(t)
+            now = blocked | (hit & self.nfa.guards_after(a))
+            if now == blocked:
+                kept.add(t)
+            elif any(not self.nfa.guards.get((a, b), 0) & now for b in self.nfa.follow[a]):
+                kept.add(token(a, now))
+        if kept == self.states[sid]:
+            return []
+        return [(sid, self._state(frozenset(kept)) if kept else -1)]
 
     def expand(self, class_bits: list[int]) -> None:
         """Make the tables complete for classes ``class_bits`` (ids are list positions)."""
@@ -126,16 +159,18 @@ class Dfa:
             return
         self._tables = None
         done_states = len(self.states)
-        for bits in class_bits[len(self.class_bits):]:
+        for bits in class_bits[len(self.class_bits) :]:
             self.class_bits.append(bits)
             self.moves.append([m for s in range(done_states) for m in self._step(s, bits)])
             self.adj_moves.append([m for s in range(done_states) for m in self._step(s, bits, True)])
+            self.blocks.append([m for s in range(done_states) for m in self.block(s, bits)])
         # States created above need their transitions on every known class, and so on.
         while done_states < len(self.states):
             sid = done_states
             for c, bits in enumerate(self.class_bits):
                 self.moves[c].extend(self._step(sid, bits))
                 self.adj_moves[c].extend(self._step(sid, bits, True))
+                self.blocks[c].extend(self.block(sid, bits))
             done_states += 1
 
     def tables(self) -> DfaTables:
@@ -143,17 +178,19 @@ class Dfa:
         if self._tables is None:
             ptr, arr = _csr(self.moves)
             aptr, adj = _csr(self.adj_moves)
+            bptr, blocks = _csr([[(src, 0, dst) for src, dst in b] for b in self.blocks])
             last = self.nfa.last
             follow = self.nfa.follow
             gap = self.nfa.gap_follow
+            atoms = [{token_atom(t) for t in s} for s in self.states]
             self._tables = DfaTables(
                 ptr=ptr,
                 src=np.ascontiguousarray(arr[:, 0]),
                 label=np.ascontiguousarray(arr[:, 1]),
                 dst=np.ascontiguousarray(arr[:, 2]),
-                final=np.array([bool(s & last) for s in self.states], dtype=np.bool_),
+                final=np.array([bool(s & last) for s in atoms], dtype=np.bool_),
                 extends=np.array(
-                    [any(follow.get(a) for a in s if a != START) for s in self.states], dtype=np.bool_
+                    [any(follow.get(a) for a in s if a != START) for s in atoms], dtype=np.bool_
                 ),
                 label_masks=self.labels.masks(),
                 aptr=aptr,
@@ -161,8 +198,11 @@ class Dfa:
                 alabel=np.ascontiguousarray(adj[:, 1]),
                 adst=np.ascontiguousarray(adj[:, 2]),
                 extends_gap=np.array(
-                    [any(gap.get(a) for a in s if a != START) for s in self.states], dtype=np.bool_
+                    [any(gap.get(a) for a in s if a != START) for s in atoms], dtype=np.bool_
                 ),
+                bptr=bptr,
+                bsrc=np.ascontiguousarray(blocks[:, 0]),
+                bdst=np.ascontiguousarray(blocks[:, 2]),
             )
         return self._tables
 

@@ -25,7 +25,7 @@ import operator
 
 import attrs
 
-from pycel.dsl import And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
+from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import PatternError, UnsupportedError
 from pycel.language.checks import is_equality_join
 from pycel.language.events import Event, event_name
@@ -74,6 +74,21 @@ class _Planner:
         if isinstance(node, (Atom, NotAtom)):
             self.occurrences.append(_Occurrence(node.event, labels | {node.var}, isinstance(node, NotAtom)))
             return [len(self.occurrences) - 1]
+        if isinstance(node, Absent):
+            # The absent event must carry the run key too: its correlations join it to
+            # the classes (an uncorrelated absence in a joined pattern is refused below).
+            self.occurrences.append(_Occurrence(node.event, frozenset([node.var]), False))
+            k = len(self.occurrences) - 1
+            predicate = (
+                Filter(Atom(node.event, node.var), node.predicate) if node.predicate is not None else None
+            )
+            for join in join_conjuncts(predicate) if predicate is not None else []:
+                if iterated:
+                    raise UnsupportedError(
+                        f"correlation {join!r} of an absence inside an iteration (+) is not supported"
+                    )
+                self.add_join(join, [k])
+            return []
         if isinstance(node, As):
             return self.walk(node.inner, labels | {node.var}, iterated)
         if isinstance(node, Plus):

@@ -39,11 +39,13 @@ from typing import Literal, TypeVar, cast
 import attrs
 
 from pycel.data.ingest import Schema
-from pycel.dsl import Pattern
+from pycel.dsl import Absent, And, Pattern
 from pycel.errors import UnsupportedError
+from pycel.language.absence import has_absence
 from pycel.language.checks import check, event_types
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
+from pycel.language.expr import Attr, Compare, conjuncts
 from pycel.limits import MAX_VARIABLES
 
 from .automaton import AtomState, Nfa, build_nfa
@@ -57,7 +59,6 @@ Family = Literal["sequential", "ranked", "maximal", "parallel", "windowed"]
 STRATEGIES = ("all", "any", "strict", "last", "next", "max")
 #: CONSUME BY as the loops read it.
 CONSUME_CODES = {"none": 0, "any": 1, "partition": 2}
-
 
 T = TypeVar("T")
 
@@ -149,6 +150,8 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     if post:
         check_clauses(spec.strategy, spec.consume)
     family = choose_family(spec, body)
+    if has_absence(body):
+        _check_absence(spec, body, family)
     schema = Schema.for_types([*event_types(spec.body), *types])
     post_filters = PostFilters.of(post) if post else None
     if family == "parallel":
@@ -164,6 +167,10 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         raise UnsupportedError(f"the engine supports at most {MAX_VARIABLES} variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
+    if nfa.guard_atoms and nfa.contiguous:
+        raise UnsupportedError(
+            "absence together with contiguity (:, :+, STRICT) is not supported by the engine yet"
+        )
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
 
 
@@ -181,6 +188,35 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
         if not joins_form_run_keys(body) or not interleavings_fit(body):
             return "parallel"
     return "sequential"  # which refuses, with the way out, what it cannot run
+
+
+def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
+    """Refuse the absences the sequential automaton cannot run: under another family or
+    AND, or correlated other than by equalities that form run keys (an absent event blocks
+    the runs of its own key; :func:`~pycel.plan.joins.plan_joins` checks those)."""
+    if family != "sequential":
+        raise UnsupportedError(
+            f"absence with the {spec.strategy.upper()} strategy is not supported by the engine yet "
+            "(ALL and ANY are)"
+        )
+    todo = [body]
+    while todo:
+        node = todo.pop()
+        todo.extend(node.children())
+        if isinstance(node, And):
+            raise UnsupportedError("absence together with AND (&) is not supported by the engine yet")
+        if not isinstance(node, Absent) or node.predicate is None:
+            continue
+        for part in conjuncts(node.predicate):
+            if part.variables() <= {node.var}:
+                continue
+            if not (
+                isinstance(part, Compare) and isinstance(part.left, Attr) and isinstance(part.right, Attr)
+            ):
+                raise UnsupportedError(
+                    f"the engine correlates an absence by equalities of attributes (run keys) or "
+                    f"PARTITION BY; {part!r} in {node!r} is not supported yet"
+                )
 
 
 def _parallel_clauses(spec: QuerySpec) -> bool:

@@ -236,6 +236,9 @@ def nfa_to_json(nfa: Nfa) -> Json:
         "follow": _sets(nfa.follow),
         "gap_follow": _sets(nfa.gap_follow),
         "variables": list(nfa.variables),
+        # Absence: guarded edges [a, b, mask] and each guard's pseudo-atom.
+        "guards": [[a, b, mask] for (a, b), mask in sorted(nfa.guards.items())],
+        "guard_atoms": list(nfa.guard_atoms),
     }
 
 
@@ -274,7 +277,14 @@ def nfa_from_json(x: Json) -> Nfa:
     ):
         raise bad("the automaton's size or edges")
     first, last = frozenset(ints(x.get("first"), "first", 0, n)), frozenset(ints(x.get("last"), "last", 0, n))
-    return Nfa(tuple(atoms), first, last, edges, variables, gaps)
+    guard_atoms = ints(x.get("guard_atoms", []), "guard atoms", 0, n)
+    guards: dict[tuple[int, int], int] = {}
+    for item in as_list(x.get("guards", []), "guards"):
+        a, b, mask = (as_int(v, "guarded edge", 0) for v in as_list(item, "guarded edge", 3))
+        if a >= n or b not in edges.get(a, ()) or not 0 < mask < 1 << len(guard_atoms):
+            raise bad("a guarded edge")
+        guards[(a, b)] = mask
+    return Nfa(tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms)
 
 
 def schema_to_json(s: Schema) -> Json:

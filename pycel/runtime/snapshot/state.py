@@ -61,8 +61,7 @@ _PREFIX = struct.Struct("<8sIQQ32s")  # magic, format, body length, inflated len
 #: A stream's own attributes besides its plan and runner, all written by :func:`encode`
 #: (a new one must be added here).
 STREAM_FIELDS = frozenset(
-    "schema offset last_time tail_pos tail_time key_tuples seconds global_map global_base "
-    "post_tail".split()
+    "schema offset last_time tail_pos tail_time key_tuples seconds global_map global_base post_tail".split()
 )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pycel.plan.automaton import Nfa
+from pycel.plan.automaton import Nfa, token, token_atom
 from pycel.plan.determinize import START, Dfa, LabelSets
 from pycel.plan.maximal import MaxDfa
 from pycel.runtime.keys import TupleIds
@@ -123,13 +123,15 @@ def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
     """The automaton :func:`dfa_out` wrote, checked against ``nfa`` (states, atoms, labels)."""
     x = as_dict(x, "automaton tables")
     d = Dfa(nfa)
-    d.states = _sets_in(r, x.get("states"), "states", START, len(nfa.atoms))
+    # A state's tokens are atoms, each with the guards blocked since the run's last event.
+    d.states = _sets_in(r, x.get("states"), "states", START, token(0, 1 << len(nfa.guard_atoms)))
     d.state_ids = {s: k for k, s in enumerate(d.states)}
     if (
         not d.states
         or d.states[0] != frozenset([START])
         or len(d.state_ids) != len(d.states)
         or any(START in s for s in d.states[1:])
+        or any(token_atom(t) >= len(nfa.atoms) for s in d.states for t in s)
     ):
         raise bad("deterministic states")
     d.labels = _labels(x.get("labels"), nfa.variables)
@@ -140,6 +142,11 @@ def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
             in_range(rows[:, col], 0, hi, key)
         flat = [tuple(m) for m in rows.tolist()]
         setattr(d, key, [flat[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)])
+    # Absence: which states a class blocks follows from the states, so it is not stored.
+    known = len(d.states)
+    d.blocks = [[m for sid in range(known) for m in d.block(sid, bits)] for bits in d.class_bits]
+    if len(d.states) != known:
+        raise bad("deterministic states (a blocked state is missing)")
     return d
 
 

@@ -1,0 +1,161 @@
+"""Benchmark absence: ``seq(o, absent(c), d)`` in the engine vs the workaround without it.
+
+An order workflow over ``--keys`` orders (default 1,000): orders (40 %), deliveries (40 %)
+and cancellations (``--cancel`` share, default 20 %), each event for a uniformly drawn
+order id, ``--events`` events (default 1M). For each count window w of ``--windows`` it runs
+
+* **absence**: ``seq(o, absent(c), d).within(events=w).partition_by("oid")`` — the engine
+  blocks an order's waiting runs when its cancellation arrives;
+* **workaround**: what a user writes without absence — ``seq(o, d)`` with the same window
+  and partition, then drop, in numpy, every match with a cancellation of its order between
+  o and d (a sorted array of cancellation positions per order and one searchsorted);
+* **plain**: ``seq(o, d)`` alone, the matches before dropping (the cost of the sequence).
+
+Both ways must give identical matches (checked). Timings are the median of ``--repeat``
+runs after one untimed run (compile or cache load); CPU seconds of the process, since the
+machine may be shared. pycel has no CORE counterpart here: CORE has no absence.
+
+    python benchmarks/absence.py                    # 1M events, windows 1000, 10000, 100000
+    python benchmarks/absence.py --events 200000 --windows 1000,10000 --repeat 1
+
+Results: printed, and written to benchmarks/results/absence.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pycel  # noqa: E402
+
+
+class Order(pycel.Event):
+    oid: pycel.Field[int]
+
+
+class Cancel(pycel.Event):
+    oid: pycel.Field[int]
+
+
+class Deliver(pycel.Event):
+    oid: pycel.Field[int]
+
+
+def workflow(n: int, keys: int, cancel: float, seed: int = 1) -> pd.DataFrame:
+    """A seeded stream of orders, deliveries and cancellations over ``keys`` order ids."""
+    rng = np.random.default_rng(seed)
+    rest = (1.0 - cancel) / 2
+    kinds = rng.choice(["Order", "Deliver", "Cancel"], size=n, p=[rest, rest, cancel])
+    return pd.DataFrame({"event_type": kinds, "oid": rng.integers(0, keys, size=n)})
+
+
+def absence_query(window: int) -> pycel.CompiledQuery:
+    o, c, d = pycel.alias(Order, "o"), pycel.alias(Cancel, "c"), pycel.alias(Deliver, "d")
+    return pycel.compile(pycel.seq(o, pycel.absent(c), d).within(events=window).partition_by("oid"))
+
+
+def plain_query(window: int) -> pycel.CompiledQuery:
+    o, d = pycel.alias(Order, "o"), pycel.alias(Deliver, "d")
+    return pycel.compile(pycel.seq(o, d).within(events=window).partition_by("oid"))
+
+
+def drop_cancelled(matches: pycel.Matches, events: pd.DataFrame) -> set[tuple[int, int]]:
+    """The (o, d) pairs of ``matches`` with no cancellation of the order strictly between."""
+    frame = matches.to_pandas("wide")
+    o, d = frame["o"].to_numpy(np.int64), frame["d"].to_numpy(np.int64)
+    oid = events["oid"].to_numpy(np.int64)
+    cancels = np.flatnonzero(events["event_type"].to_numpy() == "Cancel")
+    # Cancellations sorted by (order, position): one searchsorted finds the first after o.
+    order = np.lexsort((cancels, oid[cancels]))
+    keyed = oid[cancels][order] * (len(events) + 1) + cancels[order]
+    first_after = np.searchsorted(keyed, oid[o] * (len(events) + 1) + o, side="right")
+    nxt = np.full(len(o), np.iinfo(np.int64).max)
+    inside = first_after < len(keyed)
+    same = inside.copy()
+    same[inside] = keyed[first_after[inside]] // (len(events) + 1) == oid[o[inside]]
+    nxt[same] = keyed[first_after[same]] % (len(events) + 1)
+    kept = nxt > d
+    return set(zip(o[kept].tolist(), d[kept].tolist(), strict=True))
+
+
+def pairs(matches: pycel.Matches) -> set[tuple[int, int]]:
+    frame = matches.to_pandas("wide")
+    return set(zip(frame["o"].tolist(), frame["d"].tolist(), strict=True))
+
+
+def timed(f: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """(median CPU seconds of ``repeat`` calls after an untimed one, the last result)."""
+    result = f()
+    times = []
+    for _ in range(repeat):
+        began = time.process_time()
+        result = f()
+        times.append(time.process_time() - began)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--cancel", type=float, default=0.2, help="share of cancellations (default 0.2)")
+    parser.add_argument("--windows", default="1000,10000,100000", help="count windows, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "absence.md"))
+    args = parser.parse_args()
+    events = workflow(args.events, args.keys, args.cancel)
+    rows = []
+    for w in (int(x) for x in args.windows.split(",")):
+        absent_s, found = timed(lambda w=w: absence_query(w).run(events), args.repeat)
+        plain_s, plain = timed(lambda w=w: plain_query(w).run(events), args.repeat)
+        drop_s, kept = timed(lambda plain=plain: drop_cancelled(plain, events), args.repeat)  # type: ignore[arg-type]
+        assert isinstance(found, pycel.Matches) and isinstance(plain, pycel.Matches)
+        if pairs(found) != kept:
+            raise SystemExit(f"window {w}: absence and the workaround disagree")
+        rows.append(
+            (
+                w,
+                len(found),
+                len(plain),
+                args.events / absent_s,
+                args.events / (plain_s + drop_s),
+                absent_s,
+                plain_s,
+                drop_s,
+            )
+        )
+        print(f"window {w}: {rows[-1]}", flush=True)
+    lines = [
+        "# Absence: the engine vs the workaround without it",
+        "",
+        f"`python benchmarks/absence.py --events {args.events} --keys {args.keys} --cancel {args.cancel} "
+        f"--windows {args.windows} --repeat {args.repeat}`; {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}; CPU seconds (median of {args.repeat}); identical matches checked.",
+        "",
+        "| window | matches | seq(o, d) matches | absence ev/CPU-s | workaround ev/CPU-s "
+        "| absence s | seq s | drop s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {w} | {m:,} | {p:,} | {a / 1e6:.2f}M | {b / 1e6:.2f}M | {x:.3f} | {y:.3f} | {z:.3f} |"
+        for w, m, p, a, b, x, y, z in rows
+    ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

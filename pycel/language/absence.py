@@ -1,0 +1,68 @@
+"""Where absence may stand, and the sequence chains it stands in.
+
+``seq(p, absent(C), q)`` constrains the gap between ``p`` and ``q``, so an absence is
+meaningful only between two parts of one sequence. A sequence is read as a *chain*: nested
+``;`` nodes flattened, each part with the contiguity of the ``;`` before it. Absence at a
+chain's start or end would need a horizon (a window that closes before output); it is
+refused, as is absence next to a contiguous ``:`` (nothing lies between adjacent events).
+
+Example::
+
+    chain = seq_chain(seq(A, absent(C), B))   # [(A, False), (ABSENT(C), False), (B, False)]
+    check_absences(seq(absent(C), B))         # UnsupportedError: absence at the start ...
+"""
+
+from __future__ import annotations
+
+from pycel.dsl import Absent, Pattern, Seq
+from pycel.errors import PatternError, UnsupportedError
+
+
+def seq_chain(node: Seq) -> list[tuple[Pattern, bool]]:
+    """The parts of the sequence ``node``, flattened, each with whether the ``;`` before it
+    is contiguous (the first part's flag is False)."""
+    left = seq_chain(node.left) if isinstance(node.left, Seq) else [(node.left, False)]
+    right = seq_chain(node.right) if isinstance(node.right, Seq) else [(node.right, False)]
+    head, contiguous = right[0][0], node.contiguous
+    return left + [(head, contiguous)] + right[1:]
+
+
+def has_absence(node: Pattern) -> bool:
+    """Whether ``node`` contains an absence."""
+    return isinstance(node, Absent) or any(has_absence(c) for c in node.children())
+
+
+def check_absences(node: Pattern, in_chain: bool = False) -> None:
+    """Raise unless every absence stands between two parts of a sequence, not next to a
+    contiguous ``:``."""
+    if isinstance(node, Absent):
+        if not in_chain:
+            raise PatternError(
+                f"{node!r} must stand inside seq(), between the parts it separates "
+                "(e.g. seq(a, absent(c), b))"
+            )
+        return
+    if not isinstance(node, Seq):
+        for child in node.children():
+            check_absences(child)
+        return
+    chain = seq_chain(node)
+    for k, (part, contiguous) in enumerate(chain):
+        if not isinstance(part, Absent):
+            check_absences(part)
+            continue
+        if k == 0 or k == len(chain) - 1:
+            where = "start" if k == 0 else "end"
+            raise UnsupportedError(
+                f"{part!r} at the {where} of a sequence is not supported: absence needs a "
+                "part of the sequence on both sides (an absence at an end would need a "
+                "window as its horizon); write seq(a, absent(c), b)"
+            )
+        if contiguous or chain[k + 1][1]:
+            raise PatternError(
+                f"{part!r} next to a contiguous ':' can never be violated (adjacent events "
+                "have nothing between them); use ';'"
+            )
+
+
+__all__ = ["check_absences", "has_absence", "seq_chain"]
