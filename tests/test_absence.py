@@ -9,6 +9,7 @@ evaluator, also across snapshot/restore at every cut.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -25,7 +26,8 @@ from strategies import (
 )
 
 import pycel
-from pycel.ceql import parse_query, to_ceql
+from pycel.ceql import parse_query, to_ceql, to_declaration
+from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
 from pycel.language.checks import bound_variables
 
@@ -322,3 +324,17 @@ def test_generated_absences_correlated_by_a_join_key(stream: list[Base], data: s
     if data.draw(st.booleans()):
         pattern = pattern.within(events=data.draw(st.integers(1, 8)))
     same_as_reference(pattern, list(stream[:14] if kleene else stream))
+
+
+def test_explain_shows_the_guarded_edge_and_the_absent_atom(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    decl = tmp_path / "orders.ceql"
+    decl.write_text(to_declaration(TYPES))
+    query = tmp_path / "q.ceql"
+    query.write_text("SELECT * FROM S WHERE Order AS o ; ABSENT(Cancel AS c FILTER c[reason = 'x']) ; Deliver")
+    assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
+    out = capsys.readouterr().out
+    assert "2 unless 0" in out  # Order -> Deliver, unless absence 0 came in between
+    assert "absence 0 (blocks, binds nothing)" in out
+    assert "engine: supported" in out
