@@ -332,7 +332,7 @@ def test_explain_shows_the_guarded_edge_and_the_absent_atom(
     decl = tmp_path / "orders.ceql"
     decl.write_text(to_declaration(TYPES))
     query = tmp_path / "q.ceql"
-    query.write_text("SELECT * FROM S WHERE Order AS o ; ABSENT(Cancel AS c FILTER c[reason = 'x']) ; Deliver")
+    query.write_text("SELECT * WHERE Order AS o ; ABSENT(Cancel AS c FILTER c[reason = 'x']) ; Deliver")
     assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
     out = capsys.readouterr().out
     assert "2 unless 0" in out  # Order -> Deliver, unless absence 0 came in between
