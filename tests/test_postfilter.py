@@ -78,6 +78,10 @@ CASES: list[Pattern] = [
     post(seq(a, b, contiguous=True), a.x > b.x),
     post(seq(a, plus(b), c), a.x < c.x).within(events=7).strategy("strict"),
     post(seq(a, b), a.x < b.x).strategy("any").within(events=5),
+    # a windowed strategy chooses among the outputs that pass the post-filter
+    post(seq(a, plus(b)), a.x < b.x).within(events=6).strategy("last"),
+    post(seq(a, plus(b), c), a.x < c.x).within(events=7).strategy("next"),
+    post(seq(plus(a), b), a.x <= b.x).within(3, on=Ev.time).strategy("max").select("b"),
 ]
 
 
@@ -254,9 +258,9 @@ def test_queries_without_post_filters_keep_no_tail() -> None:
         (post(seq(a, b), a.x < b.x) | seq(a, c), "also binds outside"),
         (post(seq(a, b), a.x < b.x).consume("any"), "consume"),
         (post(seq(a, b), a.x < b.x).partition_by(Ev.s).consume("partition"), "consume"),
-        (post(seq(a, b), a.x < b.x).strategy("last"), "last"),
-        (post(seq(a, b), a.x < b.x).strategy("next"), "next"),
-        (post(seq(a, b), a.x < b.x).strategy("max"), "max"),
+        (post(seq(a, b), a.x < b.x).strategy("last"), "with a window only"),
+        (post(seq(a, b), a.x < b.x).strategy("next"), "with a window only"),
+        (post(seq(a, b), a.x < b.x).strategy("max"), "with a window only"),
     ],
     ids=lambda v: repr(v)[:60],
 )
@@ -362,8 +366,10 @@ def post_filtered_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
         pattern = pattern.within(draw(st.integers(0, 6)), on=Base.time)
     if draw(st.integers(0, 3)) == 0:
         pattern = pattern.partition_by(Base.x)
-    if draw(st.integers(0, 3)) == 0:
-        pattern = pattern.strategy("strict")
+    if draw(st.integers(0, 2)) == 0:
+        # LAST/NEXT/MAX choose among the filtered outputs that fit a window (refused without)
+        choices = ["strict", "last", "next", "max"] if window != "none" else ["strict"]
+        pattern = pattern.strategy(draw(st.sampled_from(choices)))  # type: ignore[arg-type]
     if draw(st.integers(0, 3)) == 0:
         names = sorted(total)
         pattern = pattern.select(*draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))

@@ -148,7 +148,7 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
     body, post = split_post_filters(spec.body)
     if post:
-        check_clauses(spec.strategy, spec.consume)
+        check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None)
     family = choose_family(spec, body)
     if has_absence(body):
         _check_absence(spec, body, family)

@@ -98,19 +98,23 @@ def split_post_filters(body: Pattern) -> tuple[Pattern, tuple[Expr[bool], ...]]:
     return stripped, tuple(found)
 
 
-def check_clauses(strategy: str, consume: str) -> None:
-    """Reject the query clauses that would act on matches the post-filter removes."""
+def check_clauses(strategy: str, consume: str, windowed: bool = False) -> None:
+    """Reject the query clauses that would act on matches the post-filter removes
+    (``windowed``: a window bounds the outputs of an end, so LAST/NEXT/MAX can choose among
+    the filtered ones)."""
     if consume != "none":
         raise UnsupportedError(
             f"consume({consume!r}) with where(..., post_filter=True) is not supported: the "
             "engine would consume on matches that the post-filter then removes. Drop one "
             "of them (or express the condition as unary filters/equality joins)"
         )
-    if strategy in ("last", "next", "max"):
+    if strategy in ("last", "next", "max") and not windowed:
         raise UnsupportedError(
-            f"strategy({strategy!r}) with where(..., post_filter=True) is not supported: the "
-            f"engine selects the {strategy.upper()} matches among the unfiltered matches, "
-            "before the post-filter could remove them. Use strategy 'all' or 'strict'"
+            f"strategy({strategy!r}) with where(..., post_filter=True) is supported with a "
+            f"window only: the engine selects the {strategy.upper()} matches among the "
+            "unfiltered runs, before the post-filter could remove them; with within(...) it "
+            "chooses among the filtered outputs that fit the window. Add a window, or use "
+            "strategy 'all' or 'strict'"
         )
 
 

@@ -35,6 +35,7 @@ from pycel.runtime.postfilter import Tail, limit_per_end
 from pycel.runtime.postfilter import apply as apply_post_filters
 from pycel.runtime.predicates import atom_bits, columns_read_by
 from pycel.runtime.runners import PreparedBatch, RawMatches, new_runner
+from pycel.runtime.runners.windowed import choose
 from pycel.runtime.snapshot.state import decode, encode
 from pycel.runtime.windows import count_window_starts, time_window_starts
 
@@ -155,17 +156,22 @@ class Stream:
         matches = Matches(m_starts, m_ends, raw.offsets, raw.var_ids, pos, plan.variables, source)
         if post is not None:
             at = gpos if gpos is not None else np.arange(batch.offset, batch.offset + len(batch))
+            # A windowed strategy chooses among the outputs that pass: project after it.
+            windowed = plan.family == "windowed"
+            mask = (1 << len(plan.variables)) - 1 if windowed else plan.projection_mask
             matches, self.post_tail = apply_post_filters(
                 post, self.post_tail or Tail(), batch, at.astype(np.int64), matches, self.schema,
-                self._post_keep_from(), plan.projection_mask,
+                self._post_keep_from(), mask,
             )  # fmt: skip
-            if plan.projected:  # otherwise the enumerator drops repeats itself
+            if windowed:
+                matches = choose(plan.strategy, matches, plan.projection_mask, plan.limit)
+            elif plan.projected:  # otherwise the enumerator drops repeats itself
                 keep = unique_matches(
                     matches.starts, matches.ends, matches.offsets, matches.var_ids, matches.positions
                 )
                 if not keep.all():
                     matches = take(matches, keep)
-            if plan.limit >= 0:
+            if plan.limit >= 0 and not windowed:
                 matches = limit_per_end(matches, plan.limit)
         self.seconds += time.perf_counter() - began
         return matches

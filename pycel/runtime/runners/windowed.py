@@ -4,9 +4,11 @@ A strategy chooses among the outputs of an end position that fit the window
 (docs/strategies.md). This runner runs the sequential automaton (the ALL family, with
 consumption, joins and partitions as usual) over every variable and without a limit, so
 its enumerator yields exactly the outputs that fit the window, then keeps the ones the
-strategy selects (:func:`pycel.jit.windowed.strategy_mask`) and applies the projection and
-the limit. Its state is the sequential runner's: the node store and H follow the window,
-nothing is kept for runs that left it.
+strategy selects (:func:`choose`: :func:`pycel.jit.windowed.strategy_mask`, the projection
+and the limit). With post-filters the stream filters the outputs first and then calls
+:func:`choose`: the strategy compares the outputs that pass them. Its state is the
+sequential runner's: the node store and H follow the window, nothing is kept for runs
+that left it.
 
 Example::
 
@@ -63,15 +65,9 @@ class WindowedRunner:
                     raise UnsupportedError(self.refused)
             pieces.append(Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables))
         m = pieces[0] if len(pieces) == 1 else Matches.concat(pieces)
-        # The loop writes an end's matches together, ends increasing: the choice reads one
-        # end at a time.
-        assert np.all(m.ends[1:] >= m.ends[:-1]), "the loop's matches are not by end"
-        m = take(m, strategy_mask(m.ends, m.offsets, m.positions, STRATEGY_CODES[self.plan.strategy]))
-        if batch.projection_mask != every:
-            m = project(m, batch.projection_mask)
-            m = take(m, unique_matches(m.starts, m.ends, m.offsets, m.var_ids, m.positions))
-        if batch.limit >= 0:
-            m = limit_per_end(m, batch.limit)
+        if self.plan.post_filters is None:
+            m = choose(self.plan.strategy, m, batch.projection_mask, batch.limit)
+        # else every output that fits: the stream filters them, then calls choose()
         return RawMatches(m.starts, m.ends, m.offsets, m.var_ids, m.positions)
 
     def forget(self, window_start: int) -> None:
@@ -93,6 +89,24 @@ class WindowedRunner:
 
     def stats(self, window_start: int) -> dict[str, int]:
         return self.inner.stats(window_start)
+
+
+def choose(strategy: str, m: Matches, projection_mask: int, limit: int) -> Matches:
+    """The outputs of ``m`` (over every variable, by end) that ``strategy`` keeps among
+    those with the same end, projected onto ``projection_mask`` and limited per end.
+
+    Example: ``choose("last", outputs, plan.projection_mask, plan.limit)``
+    """
+    # The loop writes an end's matches together, ends increasing: the choice reads one
+    # end at a time.
+    assert np.all(m.ends[1:] >= m.ends[:-1]), "the loop's matches are not by end"
+    m = take(m, strategy_mask(m.ends, m.offsets, m.positions, STRATEGY_CODES[strategy]))
+    if projection_mask != (1 << len(m.variables)) - 1:
+        m = project(m, projection_mask)
+        m = take(m, unique_matches(m.starts, m.ends, m.offsets, m.var_ids, m.positions))
+    if limit >= 0:
+        m = limit_per_end(m, limit)
+    return m
 
 
 #: Events per call of the loop: bounds the work done before an end is refused.
