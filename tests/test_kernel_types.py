@@ -161,7 +161,7 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["equal"] == [True, True]
     assert result["all"] == [[False, False, False, False]]
-    assert result["ranked"] == [[False, False, False]]
+    assert result["ranked"] == [[False, False, False, False]]
     compiled = set(result["compiled"])
     assert "run_batch_all" in " ".join(compiled)  # the recorder saw the compilation
     unused_paths = ("_seen_before", "_merge", "_insert", "_next_entries", "insert_before", "release")

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints
+from .inner import inner
 
 
 @njit(cache=True)
@@ -25,7 +26,7 @@ def _hashes(starts: Ints, ends: Ints, offsets: Ints, var_ids: Int32s, positions:
     return out
 
 
-@njit(cache=True)
+@inner
 def _same(offsets: Ints, var_ids: Int32s, positions: Ints, a: Int, b: Int) -> bool:
     la, lb = offsets[a + 1] - offsets[a], offsets[b + 1] - offsets[b]
     if la != lb:

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, objmode
 
 from .arrays import Flags, Int, Int32s, Ints
+from .inner import inner
 from .store import (
     C_U_NEXT,
     E_CHILD,
@@ -36,7 +37,7 @@ from .structs import Buffers
 _Array = TypeVar("_Array", Ints, Int32s, Flags)
 
 
-@njit(cache=True)
+@inner
 def _grow(a: _Array, need: Int) -> _Array:
     if need <= a.shape[0]:
         return a
@@ -48,7 +49,7 @@ def _grow(a: _Array, need: Int) -> _Array:
     return b
 
 
-@njit(cache=True)
+@inner
 def _reserve(
     out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, entries: Int
 ) -> tuple[Ints, Ints, Int32s, Ints]:
@@ -137,7 +138,7 @@ def _same_match(out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, i: 
     return True
 
 
-@njit(cache=True)
+@inner
 def _seen_before(
     seen: Ints, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, i: Int, first: Int, end: Int
 ) -> tuple[Ints, bool]:
@@ -178,7 +179,7 @@ def _enumerator(distinct: bool) -> Enumerator:
     compile); ``distinct`` is a closure constant, so Numba drops the branch it disables
     before typing it, and caches each variant apart (keyed by the constant)."""
 
-    @njit(cache=True)
+    @inner
     def enumerate_matches(
         x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
         proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,

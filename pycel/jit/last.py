@@ -57,6 +57,7 @@ from numba import njit
 
 from .arrays import Int, Ints, Truth
 from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
+from .inner import inner
 from .order import O_LABEL, O_REFS, insert_before, release
 from .store import (
     BARRIER_STATE,
@@ -84,7 +85,7 @@ from .store import (
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RankedStep, RawOutput
 
 
-@njit(cache=True)
+@inner
 def _rank(new_r: Ints, fired: Int, order: Ints, base: Int) -> Int:
     """Replace the child ranks new_r[:fired] by new ranks base, base + 1, … in the
     (dense) order of the child ranks; return the next free rank."""
@@ -105,7 +106,7 @@ def _rank(new_r: Ints, fired: Int, order: Ints, base: Int) -> Int:
     return rank + 1
 
 
-@njit(cache=True)
+@inner
 def _next_entries(OL: Ints, new_r: Ints, fired: Int, made: Ints) -> tuple[Ints, Int]:
     """Replace the parent entries new_r[:fired] (-1: a fresh run) by the entries of the
     new runs: one per distinct parent, right before it (a fresh run: at the end), pinned
@@ -140,7 +141,7 @@ def _better(OL: Ints, next_mode: bool, a: Int, b: Int) -> Truth:
     return a > b
 
 
-@njit(cache=True)
+@inner
 def _retire(HT: Ints, ctr: Ints, OL: Ints, fresh: Int, d: Int, k: Int, alive: Int) -> None:
     """NEXT with contiguity: move the fresh best set in H slot ``fresh`` (created at an
     older event, so it can only skip from now on) into state d's older best set, if it
@@ -173,12 +174,12 @@ def _fire(
     return fired + 1
 
 
-def _ranked_loop(next_mode: bool, contiguous: bool, distinct: bool) -> RankedLoop:
+def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: bool) -> RankedLoop:
     """The LAST (or NEXT) loop compiled with the paths one kind of query uses; each flag
     is a closure constant whose disabled branches Numba drops before typing (see
     :func:`pycel.jit.runtime._all_loop`): LAST never compiles NEXT's order list, a
-    query without contiguity never compiles δ_adj, one without projection never the
-    duplicate check."""
+    query without contiguity never compiles δ_adj, one without consumption never the
+    barriers, one without projection never the duplicate check."""
     split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
 
     @njit(cache=True)
@@ -216,10 +217,11 @@ def _ranked_loop(next_mode: bool, contiguous: bool, distinct: bool) -> RankedLoo
             k = keys[j]
             window_lo = lows[j]
             alive: Int = ZERO  # runs that start before alive were consumed: they no longer exist
-            if consume == 1:
-                alive = ctr[C_BARRIER] + 1
-            elif consume == 2:
-                alive = ht_get(HT, BARRIER_STATE, k) + 1
+            if consuming:
+                if consume == 1:
+                    alive = ctr[C_BARRIER] + 1
+                elif consume == 2:
+                    alive = ht_get(HT, BARRIER_STATE, k) + 1
             lo = max(window_lo, alive)  # outputs start at or after lo
             moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
             if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
@@ -279,15 +281,16 @@ def _ranked_loop(next_mode: bool, contiguous: bool, distinct: bool) -> RankedLoo
                         seen, first,
                     )
                     emitted += got
-            if emitted > 0 and consume != 0:
-                if consume == 1:
-                    ctr[C_BARRIER] = pos
-                else:
-                    ht_put(HT, ctr, BARRIER_STATE, k, pos)
-                if next_mode:
-                    for g in range(made):
-                        release(OL, order[g], 1)
-                continue  # every run so far starts at or before pos: all are consumed
+            if consuming:
+                if emitted > 0 and consume != 0:
+                    if consume == 1:
+                        ctr[C_BARRIER] = pos
+                    else:
+                        ht_put(HT, ctr, BARRIER_STATE, k, pos)
+                    if next_mode:
+                        for g in range(made):
+                            release(OL, order[g], 1)
+                    continue  # every run so far starts at or before pos: all are consumed
             # (3) The new nodes replace or join their state's best set.
             for f in range(fired):
                 d = new_d[f]
@@ -324,11 +327,12 @@ def _ranked_loop(next_mode: bool, contiguous: bool, distinct: bool) -> RankedLoo
 
 #: A compiled LAST/NEXT loop.
 RankedLoop = Callable[[NodeStore, Ints, BatchInput, DfaArrays, Buffers], RankedStep]
-_LOOPS: dict[tuple[bool, bool, bool], RankedLoop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool], RankedLoop] = {}
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool], RankedLoop]:
-    """The LAST/NEXT loop variants made so far, by (next_mode, contiguous, distinct)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool], RankedLoop]:
+    """The LAST/NEXT loop variants made so far, by (next_mode, contiguous, consuming,
+    distinct)."""
     return dict(_LOOPS)
 
 
@@ -345,7 +349,7 @@ def run_batch_last(
         step = run_batch_last(store, new_order(), batch, tables, next_mode=False)
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    key = (bool(next_mode), bool(tables.contiguous), distinct)
+    key = (bool(next_mode), bool(tables.contiguous), bool(batch.consume), distinct)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ranked_loop(*key)

@@ -32,6 +32,7 @@ from numba import njit
 
 from .arrays import Int, Ints
 from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
+from .inner import inner
 from .store import (
     C_BARRIER,
     C_H_COUNT,
@@ -68,7 +69,7 @@ def new_pair_arena(capacity: int = 1024) -> np.ndarray:
     return PS
 
 
-@njit(cache=True)
+@inner
 def _reserve(PS: Ints, HT: Ints, need: Int) -> Ints:
     """``PS`` with room for ``need`` more columns: full arenas are compacted (every key's
     current block is copied) and grown if the live blocks need it."""
@@ -117,7 +118,7 @@ def _max_loop(distinct: bool) -> MaxLoop:
         cur_r = np.empty(16, dtype=np.int64)
         mv_dst = np.empty(64, dtype=np.int64)  # moves: target pair, node, kind
         mv_node = np.empty(64, dtype=np.int64)
-        mv_mark = np.empty(64, dtype=np.bool_)
+        mv_mark = np.empty(64, dtype=np.int64)  # 1: a mark (int64: _grow compiles once)
         n_out = ZERO  # int64 scalars, not literals: see pycel.jit.runtime.run_batch
         n_ent = ZERO
         budget_all = limit if limit >= 0 else 1 << 62
@@ -186,16 +187,16 @@ def _max_loop(distinct: bool) -> MaxLoop:
                         )
                         emitted += got
                     if mark_dst[t] >= 0:
-                        mv_dst[m], mv_node[m], mv_mark[m] = mark_dst[t], x, True
+                        mv_dst[m], mv_node[m], mv_mark[m] = mark_dst[t], x, 1
                         m += 1
                 if skip_dst[at] >= 0:
-                    mv_dst[m], mv_node[m], mv_mark[m] = skip_dst[at], r, False
+                    mv_dst[m], mv_node[m], mv_mark[m] = skip_dst[at], r, 0
                     m += 1
             if emitted > 0 and consume != 0:
                 if consume == 1:
                     ctr[C_BARRIER] = pos
                 # Every run so far is consumed: the key restarts from the start pair alone.
-                mv_dst[0], mv_node[0], mv_mark[0] = 0, -1, False
+                mv_dst[0], mv_node[0], mv_mark[0] = 0, -1, 0
                 m = 1
             # (3) Gather the moves by target pair into the key's new block.
             PS = _reserve(PS, HT, m)
@@ -212,7 +213,7 @@ def _max_loop(distinct: bool) -> MaxLoop:
                     node = mv_node[g]
                     if initial[d]:  # the runs that have not started: no heap
                         root = -1
-                    elif mv_mark[g]:
+                    elif mv_mark[g] != 0:
                         root = heap_insert(U, E, ctr, root, node, lo, pos)
                     elif root < 0:
                         root = node  # the first heap into d is kept as it is

@@ -18,9 +18,9 @@ Example::
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .arrays import Int, Ints
+from .inner import inner
 
 O_NEXT, O_PREV, O_LABEL, O_REFS = 0, 1, 2, 3
 TOP = 1 << 62  # the sentinel's label: above every entry
@@ -39,7 +39,7 @@ def new_order(capacity: int = 64) -> Ints:
     return OL
 
 
-@njit(cache=True)
+@inner
 def _alloc(OL: Ints) -> tuple[Ints, Int]:
     """(OL, a free entry), doubling the array when none is left."""
     if OL[O_REFS, 0] == 0:
@@ -57,7 +57,7 @@ def _alloc(OL: Ints) -> tuple[Ints, Int]:
     return OL, e
 
 
-@njit(cache=True)
+@inner
 def _relabel(OL: Ints) -> None:
     """Spread the labels evenly over (0, TOP)."""
     n = 0
@@ -74,7 +74,7 @@ def _relabel(OL: Ints) -> None:
         e = OL[O_NEXT, e]
 
 
-@njit(cache=True)
+@inner
 def insert_before(OL: Ints, at: Int) -> tuple[Ints, Int]:
     """(OL, a new entry placed right before entry ``at``; 0: at the end), unreferenced."""
     OL, e = _alloc(OL)
@@ -91,7 +91,7 @@ def insert_before(OL: Ints, at: Int) -> tuple[Ints, Int]:
     return OL, e
 
 
-@njit(cache=True)
+@inner
 def release(OL: Ints, e: Int, count: Int) -> None:
     """Drop ``count`` references to entry ``e``; unlink and free it when none is left."""
     OL[O_REFS, e] -= count

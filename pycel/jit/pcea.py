@@ -24,6 +24,7 @@ from numba import njit
 
 from .arrays import Int, Int32s, Ints
 from .enumerate import _grow, _seen_before, drops_variables, emit_match, new_buffers
+from .inner import inner
 from .store import (
     C_U_NEXT,
     E_LABEL,
@@ -63,7 +64,7 @@ def _child(E: Ints, node: Int, c: Int) -> Int:
     return value
 
 
-@njit(cache=True)
+@inner
 def _open(
     E: Ints, node: Int, rest: Int, cell_h: Ints, cell_next: Ints, ncell: Int
 ) -> tuple[Int, Ints, Ints, Int]:
@@ -80,7 +81,7 @@ def _open(
     return rest, cell_h, cell_next, ncell
 
 
-@njit(cache=True)
+@inner
 def _sort_entries(out_var: Int32s, out_pos: Ints, lo: Int, hi: Int) -> None:
     """Order one match's entries as the chain enumerator does (latest position first,
     then by variable), so that equal matches have equal entry sequences."""
@@ -106,7 +107,7 @@ def _tree_enumerator(distinct: bool) -> TreeEnumerator:
     """The tree enumerator with the projection's duplicate check (``distinct``) or
     without (a closure constant: see :func:`pycel.jit.enumerate._enumerator`)."""
 
-    @njit(cache=True)
+    @inner
     def enumerate_tree(
         x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
         proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,

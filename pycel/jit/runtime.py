@@ -33,6 +33,7 @@ from numba import njit
 
 from .arrays import Int, Ints
 from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
+from .inner import inner
 from .store import (
     BARRIER_STATE,
     C_BARRIER,
@@ -70,7 +71,7 @@ from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step
 CONSUME_NONE, CONSUME_ANY, CONSUME_PARTITION = 0, 1, 2
 
 
-@njit(cache=True)
+@inner
 def _insert(
     U: Ints, E: Ints, ctr: Ints, root: Int, x: Int, lo: Int, pos: Int, window_lo: Int
 ) -> tuple[Ints, Int]:
@@ -82,7 +83,7 @@ def _insert(
     return U, heap_insert(U, E, ctr, root, x, lo, pos)
 
 
-@njit(cache=True)
+@inner
 def _merge(
     U: Ints, E: Ints, ctr: Ints, root: Int, other: Int, lo: Int, pos: Int, window_lo: Int, stack: Ints
 ) -> tuple[Ints, Int, Ints]:
@@ -231,7 +232,9 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
                 ht_put(HT, ctr, PREV_STATE, k, pos)
             if moves == 0:
                 if blocking:  # an absent event that starts or extends nothing still blocks
-                    U, HT, stack_h = block_runs(E, U, HT, ctr, tables, c, k, lo, pos, window_lo, ZERO, stack_h)
+                    U, HT, stack_h = block_runs(
+                        E, U, HT, ctr, tables, c, k, lo, pos, window_lo, ZERO, stack_h
+                    )
                 continue
             # Room for this event's nodes, so nothing moves while it is processed (the checks
             # are inlined: the calls, which may replace the arrays, are rare).

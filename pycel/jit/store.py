@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
+from .inner import inner
 
 # Extend node rows
 E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
@@ -77,7 +78,7 @@ def has_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Tru
     return fits
 
 
-@njit(cache=True)
+@inner
 def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
     ``lo`` (doubling and moving the live ids when needed)."""
@@ -113,14 +114,14 @@ def make_room(E: Ints, U: Ints, ctr: Ints, moves: Int, lo: Int) -> tuple[Ints, I
     return E, U
 
 
-@njit(cache=True)
+@inner
 def copy_prefix(dst: np.ndarray, src: np.ndarray, n: Int) -> None:
     """``dst[:n] = src[:n]`` as a loop (see ensure_room: no slice assignment)."""
     for i in range(n):
         dst[i] = src[i]
 
 
-@njit(cache=True)
+@inner
 def new_extend(E: Ints, ctr: Ints, pos: Int, label: Int, child: Int, ms: Int) -> Int:
     node: Int = ctr[C_E_NEXT]
     ctr[C_E_NEXT] += 1
@@ -132,7 +133,7 @@ def new_extend(E: Ints, ctr: Ints, pos: Int, label: Int, child: Int, ms: Int) ->
     return node
 
 
-@njit(cache=True)
+@inner
 def heap_insert(U: Ints, E: Ints, ctr: Ints, root: Int, x: Int, lo: Int, pos: Int) -> Int:
     """A new heap root for {x} ∪ root, keeping ``root`` intact (path copying).
 
@@ -208,14 +209,14 @@ def ht_find(HT: Ints, state: Int, key: Int) -> Int:
     return -1
 
 
-@njit(cache=True)
+@inner
 def ht_get(HT: Ints, state: Int, key: Int) -> Int:
     """The value stored for (state, key), or -1."""
     s = ht_find(HT, state, key)
     return -1 if s < 0 else HT[H_VAL, s]
 
 
-@njit(cache=True)
+@inner
 def ht_slot(HT: Ints, ctr: Ints, state: Int, key: Int) -> Int:
     """The slot of (state, key), created (value -1) if missing; the caller ensures room."""
     mask = HT.shape[1] - 1
@@ -231,7 +232,7 @@ def ht_slot(HT: Ints, ctr: Ints, state: Int, key: Int) -> Int:
     return s
 
 
-@njit(cache=True)
+@inner
 def ht_put(HT: Ints, ctr: Ints, state: Int, key: Int, value: Int) -> None:
     HT[H_VAL, ht_slot(HT, ctr, state, key)] = value
 
@@ -253,7 +254,7 @@ def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) 
     return alive
 
 
-@njit(cache=True)
+@inner
 def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: bool = False) -> Ints:
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
     window, stale positions) are dropped unless ``keep_all``, and the table grows only if

@@ -23,12 +23,13 @@ import numpy.typing as npt
 from numba import njit
 
 from .arrays import Flags, Int, Ints
+from .inner import inner
 
 #: The strategy codes :func:`strategy_mask` reads.
 STRATEGY_CODES = {"next": 0, "last": 1, "max": 2}
 
 
-@njit(cache=True)
+@inner
 def _distinct(offsets: Ints, positions: Ints, m: Int, out: Ints) -> Int:
     """Write match m's distinct positions (descending) to ``out``; return how many."""
     n = 0
@@ -40,7 +41,7 @@ def _distinct(offsets: Ints, positions: Ints, m: Int, out: Ints) -> Int:
     return n
 
 
-@njit(cache=True)
+@inner
 def _compare(a: Ints, na: Int, b: Ints, nb: Int, mode: Int) -> int:
     """+1 if C_a is preferred to C_b under NEXT (mode 0) or LAST (mode 1), -1 if C_b is,
     0 if they are equal (``a``, ``b``: distinct positions, descending)."""
@@ -65,7 +66,7 @@ def _compare(a: Ints, na: Int, b: Ints, nb: Int, mode: Int) -> int:
     return -1 if j < nb else 0
 
 
-@njit(cache=True)
+@inner
 def _strict_subset(a: Ints, na: Int, b: Ints, nb: Int) -> bool:
     """Whether C_a ⊂ C_b strictly (both descending)."""
     if na >= nb:
@@ -80,7 +81,7 @@ def _strict_subset(a: Ints, na: Int, b: Ints, nb: Int) -> bool:
     return True
 
 
-@njit(cache=True)
+@inner
 def _groups_and_scratch(ends: Ints, offsets: Ints) -> tuple[Flags, Ints, Ints]:
     """The keep mask (all False) and two scratch arrays as long as the longest match."""
     n = ends.shape[0]
@@ -113,7 +114,7 @@ def _mask_ranked(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags
     return keep
 
 
-@njit(cache=True)
+@inner
 def _larger_first(sizes: Ints, longest: Int) -> Ints:
     """The indices of ``sizes`` (each at most ``longest``), largest first, equal sizes in
     index order (a counting sort: linear, and no general sort to compile)."""
