@@ -35,7 +35,8 @@ from pycel.errors import DataError
 from pycel.language.absence import seq_chain
 from pycel.language.checks import check, event_types, is_equality_join
 from pycel.language.clauses import QuerySpec, split_query
-from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, eval_scalar
+from pycel.language.evaluate import eval_scalar
+from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts
 from pycel.runtime.keys import inexact_join_error
 
 Valuation = frozenset[tuple[str, int]]

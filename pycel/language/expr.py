@@ -13,13 +13,13 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from pycel.errors import DataError, PatternError
+from pycel.errors import PatternError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -450,71 +450,3 @@ def attributes_in(e: Expr[Any]) -> list[Attr[Any]]:
     if isinstance(e, Attr):
         return [e]
     return [a for c in e.children() for a in attributes_in(c)]
-
-
-# -- scalar evaluation (three-valued: None is "unknown", e.g. a null attribute) -------------
-_CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
-_ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: float(a) / float(b) if b != 0 else None,  # both to float64 first
-    "%": lambda a, b: a % b if b != 0 else None,
-}
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _scalar_const(value: Any) -> Any:
-    """A constant as the reference sees attribute values: timestamps are int nanoseconds
-    since the epoch, a naive datetime taken as UTC (as ingestion stores them)."""
-    if not isinstance(value, datetime):
-        return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> Any:
-    """Evaluate ``e`` with ``env[var][attribute]`` values; ``None`` propagates as unknown.
-
-    This is the literal, row-at-a-time semantics the reference evaluator uses.
-    """
-    if isinstance(e, Attr):
-        return env[e.var].get(e.name)
-    if isinstance(e, Const):
-        return _scalar_const(e.value)
-    if isinstance(e, Arith):
-        a, b = eval_scalar(e.left, env), eval_scalar(e.right, env)
-        value = None if a is None or b is None else _ARITH[e.op](a, b)
-        if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
-            raise DataError(f"integer arithmetic leaves the 64-bit range: {e!r} = {value}")
-        return value
-    if isinstance(e, Compare):
-        a, b = eval_scalar(e.left, env), eval_scalar(e.right, env)
-        return None if a is None or b is None else _CMP[e.op](a, b)
-    if isinstance(e, IsIn):
-        a = eval_scalar(e.expr, env)
-        return None if a is None else (a in [_scalar_const(v) for v in e.values]) != e.negated
-    if isinstance(e, Like):
-        a = eval_scalar(e.expr, env)
-        return None if a is None else e.compiled().fullmatch(a) is not None
-    if isinstance(e, BoolOp):
-        vals = [eval_scalar(a, env) for a in e.args]
-        decisive = e.op == "or"  # True decides an OR, False decides an AND
-        if decisive in vals:
-            return decisive
-        return None if None in vals else not decisive
-    if isinstance(e, Not):
-        a = eval_scalar(e.arg, env)
-        return None if a is None else not a
-    raise TypeError(f"unknown expression node {e!r}")

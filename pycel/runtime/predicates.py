@@ -29,6 +29,7 @@ import pandas as pd
 from pycel.data.ingest import EventBatch
 from pycel.data.values import check_value
 from pycel.errors import DataError
+from pycel.language.evaluate import eval_scalar
 from pycel.language.expr import (
     Arith,
     Attr,
@@ -40,7 +41,6 @@ from pycel.language.expr import (
     Like,
     Not,
     attributes_in,
-    eval_scalar,
 )
 from pycel.plan.automaton import AtomState
 
