@@ -5,7 +5,8 @@ the per-event loops ``runtime`` (ALL/ANY/STRICT), ``last`` (LAST/NEXT, with ``or
 ``maximal`` (MAX) and ``pcea`` (parallelized conjunctions), ``windowed`` and ``dedupe``
 (choices and repeats over a batch's matches). The loops take and return the named tuples
 of ``structs``, annotated with the types of ``arrays``; ``typings/numba`` lets mypy check
-them. ``cache`` files their Numba cache by pycel's version and kernel sources, not by
+them. Helpers only kernels call are declared ``@inner`` (``inner``: no CPython wrapper to
+compile). ``cache`` files their Numba cache by pycel's version and kernel sources, not by
 their path (installed before any kernel is decorated, so here).
 """
 

@@ -81,21 +81,13 @@ def _strict_subset(a: Ints, na: Int, b: Ints, nb: Int) -> bool:
     return True
 
 
-@inner
-def _groups_and_scratch(ends: Ints, offsets: Ints) -> tuple[Flags, Ints, Ints]:
-    """The keep mask (all False) and two scratch arrays as long as the longest match."""
-    n = ends.shape[0]
-    longest = 0
-    for m in range(n):
-        longest = max(longest, offsets[m + 1] - offsets[m])
-    return np.zeros(n, dtype=np.bool_), np.empty(longest, dtype=np.int64), np.empty(longest, dtype=np.int64)
-
-
 @njit(cache=True)
-def _mask_ranked(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags:
-    """NEXT (mode 0) or LAST (mode 1): per end, the matches with the best complex event."""
+def _mask_ranked(
+    ends: Ints, offsets: Ints, positions: Ints, mode: Int, keep: Flags, a: Ints, b: Ints
+) -> None:
+    """NEXT (mode 0) or LAST (mode 1): set ``keep`` for the matches with the best complex
+    event of their end (``a``, ``b``: scratch as long as the longest match)."""
     n = ends.shape[0]
-    keep, a, b = _groups_and_scratch(ends, offsets)
     # int64, not the literal 0: lo reaches _distinct, which Numba would compile for it too
     lo: Int = np.int64(0)
     while lo < n:  # one group of matches with the same end at a time
@@ -111,7 +103,6 @@ def _mask_ranked(ends: Ints, offsets: Ints, positions: Ints, mode: Int) -> Flags
             nb = _distinct(offsets, positions, m, b)
             keep[m] = _compare(b, nb, a, nbest, mode) == 0
         lo = hi
-    return keep
 
 
 @inner
@@ -132,10 +123,10 @@ def _larger_first(sizes: Ints, longest: Int) -> Ints:
 
 
 @njit(cache=True)
-def _mask_max(ends: Ints, offsets: Ints, positions: Ints) -> Flags:
-    """MAX: per end, the matches no other match of that end strictly contains."""
+def _mask_max(ends: Ints, offsets: Ints, positions: Ints, keep: Flags, a: Ints, b: Ints) -> None:
+    """MAX: set ``keep`` for the matches no other match of their end strictly contains
+    (``a``, ``b``: scratch as long as the longest match)."""
     n = ends.shape[0]
-    keep, a, b = _groups_and_scratch(ends, offsets)
     lo: Int = np.int64(0)  # int64: see _mask_ranked
     while lo < n:
         hi = lo + 1
@@ -159,7 +150,6 @@ def _mask_max(ends: Ints, offsets: Ints, positions: Ints) -> Flags:
                     keep[m] = False
                     break
         lo = hi
-    return keep
 
 
 def strategy_mask(
@@ -173,10 +163,13 @@ def strategy_mask(
     """
     if len(ends) == 0:
         return np.zeros(0, dtype=np.bool_)
-    # Two loops, so that a query compiles only its strategy's comparison.
-    keep: npt.NDArray[np.bool_]
+    # Allocated here, not in the loops (nothing to compile); two loops, so that a query
+    # compiles only its strategy's comparison.
+    longest = int(np.max(np.diff(offsets))) if len(offsets) > 1 else 0
+    keep = np.zeros(len(ends), dtype=np.bool_)
+    a, b = np.empty(longest, dtype=np.int64), np.empty(longest, dtype=np.int64)
     if mode == STRATEGY_CODES["max"]:
-        keep = _mask_max(ends, offsets, positions)
+        _mask_max(ends, offsets, positions, keep, a, b)
     else:
-        keep = _mask_ranked(ends, offsets, positions, np.int64(mode))
+        _mask_ranked(ends, offsets, positions, np.int64(mode), keep, a, b)
     return keep
