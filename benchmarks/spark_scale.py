@@ -336,6 +336,17 @@ def write_ticks(n: int, names: int, directory: Path) -> tuple[Path, float]:
     return directory, share
 
 
+def commit() -> str:
+    """The pycel commit measured: $PYCEL_COMMIT (for a snapshot), else git's HEAD."""
+    found = os.environ.get("PYCEL_COMMIT")
+    if found:
+        return found
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
 def command(args: argparse.Namespace) -> str:
     """The command line that reproduces the run."""
     words = ["python benchmarks/spark_scale.py", f"--events {args.events}", f"--names {args.names}"]
@@ -364,7 +375,8 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
         f"`{command(args)}` — "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
         f"{os.cpu_count()} cores (shared), Python {platform.python_version()}, Spark {pyspark.__version__}, "
-        f"driver memory {args.driver_memory}; the whole run took {elapsed / 60:.0f} min.",
+        f"driver memory {args.driver_memory}, pycel at commit {commit()}; "
+        f"the whole run took {elapsed / 60:.0f} min.",
         "",
         f"{n:,} ticks, {args.names} stocks; the busiest holds {share:.1%} of them. Seconds are the "
         f"median of {args.repeat} timed run(s) after a warm-up, each configuration in a fresh "
@@ -490,10 +502,11 @@ def main() -> None:
                         flush=True,
                     )
                     rows.append((label, r))
-            results[name] = {"engine": engine, "spark": rows}
-    text = report(args, share, results, time.perf_counter() - began)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+                    results[name] = {"engine": engine, "spark": rows}
+                    # Written after every configuration: a stopped run keeps what it measured.
+                    text = report(args, share, results, time.perf_counter() - began)
+                    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                    Path(args.out).write_text(text)
     print(text)
 
 
