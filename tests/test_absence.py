@@ -32,33 +32,33 @@ from pycel.dsl import Pattern
 from pycel.language.checks import bound_variables
 
 
-class Order(pycel.Event):
+class Ordered(pycel.Event):
     oid: pycel.Field[int]
     time: pycel.Field[int]
 
 
-class Cancel(pycel.Event):
+class Revoked(pycel.Event):
     oid: pycel.Field[int]
     reason: pycel.Field[str]
     time: pycel.Field[int]
 
 
-class Deliver(pycel.Event):
+class Shipped(pycel.Event):
     oid: pycel.Field[int]
     time: pycel.Field[int]
 
 
-o, c, d = pycel.alias(Order, "o"), pycel.alias(Cancel, "c"), pycel.alias(Deliver, "d")
+o, c, d = pycel.alias(Ordered, "o"), pycel.alias(Revoked, "c"), pycel.alias(Shipped, "d")
 
 
 def workflow(t: int = 0) -> list[pycel.Event]:
     """Two orders; order 1 is cancelled before its delivery, order 2 is not (times from t)."""
     return [
-        Order(oid=1, time=t),
-        Order(oid=2, time=t + 1),
-        Cancel(oid=1, reason="customer", time=t + 2),
-        Deliver(oid=1, time=t + 3),
-        Deliver(oid=2, time=t + 4),
+        Ordered(oid=1, time=t),
+        Ordered(oid=2, time=t + 1),
+        Revoked(oid=1, reason="customer", time=t + 2),
+        Shipped(oid=1, time=t + 3),
+        Shipped(oid=2, time=t + 4),
     ]
 
 
@@ -100,7 +100,7 @@ def test_uncorrelated_absence_blocks_every_pair_around_it() -> None:
     # Without a key, the cancellation of order 1 lies between both orders and both deliveries.
     pattern = pycel.seq(o, pycel.absent(c), d)
     assert spans(same_as_reference(pattern, workflow())) == []
-    later = [*workflow(), Order(oid=3, time=5), Deliver(oid=3, time=6)]
+    later = [*workflow(), Ordered(oid=3, time=5), Shipped(oid=3, time=6)]
     assert spans(same_as_reference(pattern, later)) == [(5, 6)]
 
 
@@ -111,8 +111,8 @@ def test_the_absent_events_filter_decides_what_blocks() -> None:
 
 def test_an_event_at_either_end_is_not_between() -> None:
     # The blocking event type is also the type of the ends: ends never block themselves.
-    a, x, b = pycel.alias(Order, "a"), pycel.alias(Order, "x"), pycel.alias(Order, "b")
-    events = [Order(oid=k, time=k) for k in range(4)]
+    a, x, b = pycel.alias(Ordered, "a"), pycel.alias(Ordered, "x"), pycel.alias(Ordered, "b")
+    events = [Ordered(oid=k, time=k) for k in range(4)]
     pattern = pycel.seq(a.where(a.oid == 0), pycel.absent(x.where(x.oid == 1)), b.where(b.oid >= 1))
     assert spans(same_as_reference(pattern, events)) == [(0, 1)]
 
@@ -120,10 +120,10 @@ def test_an_event_at_either_end_is_not_between() -> None:
 def test_kleene_closure_before_an_absence_needs_an_iteration_after_the_blocker() -> None:
     pattern = pycel.seq(pycel.plus(o), pycel.absent(c), d)
     events = [
-        Order(oid=1, time=0),
-        Cancel(oid=1, reason="r", time=1),
-        Order(oid=2, time=2),
-        Deliver(oid=2, time=3),
+        Ordered(oid=1, time=0),
+        Revoked(oid=1, reason="r", time=1),
+        Ordered(oid=2, time=2),
+        Shipped(oid=2, time=3),
     ]
     got = same_as_reference(pattern, events)
     assert sorted(m.variables["o"] for m in got) == [(0, 2), (2,)]
@@ -135,14 +135,14 @@ def test_absence_in_one_branch_of_an_or() -> None:
 
 
 def test_two_absences_guard_one_gap() -> None:
-    x = pycel.alias(Order, "x")
+    x = pycel.alias(Ordered, "x")
     pattern = pycel.seq(o, pycel.absent(c), pycel.absent(x), d)
     events = [
-        Order(oid=1, time=0),
-        Deliver(oid=1, time=1),
-        Order(oid=2, time=2),
-        Order(oid=3, time=3),
-        Deliver(oid=3, time=4),
+        Ordered(oid=1, time=0),
+        Shipped(oid=1, time=1),
+        Ordered(oid=2, time=2),
+        Ordered(oid=3, time=3),
+        Shipped(oid=3, time=4),
     ]
     assert spans(same_as_reference(pattern, events)) == [(0, 1), (3, 4)]
 
@@ -157,7 +157,7 @@ def test_absence_with_window_limit_select_and_consume() -> None:
     base = pycel.seq(o, pycel.absent(c.where(c.reason == "x")), d)
     for pattern in (
         base.within(events=3),
-        base.within(2, on=Order.time).partition_by("oid"),
+        base.within(2, on=Ordered.time).partition_by("oid"),
         base.limit(1),
         base.select("d"),
         base.consume("any"),
@@ -175,12 +175,12 @@ def test_absence_with_window_limit_select_and_consume() -> None:
         (lambda: pycel.absent(c) | o, pycel.PatternError, "inside seq()"),
         (lambda: pycel.seq(o, pycel.absent(c), d, contiguous=True), pycel.PatternError, "contiguous"),
         (lambda: pycel.seq(o, pycel.absent(c), d).strategy("last"), pycel.UnsupportedError, "LAST"),
-        (lambda: pycel.seq(o, pycel.absent(c), d) & pycel.alias(Order, "o2"), pycel.UnsupportedError, "AND"),
+        (lambda: pycel.seq(o, pycel.absent(c), d) & pycel.alias(Ordered, "x"), pycel.UnsupportedError, "AND"),
         # a joined pattern whose absence is not correlated with the key
         (lambda: pycel.seq(o, pycel.absent(c), d).where(o.oid == d.oid), pycel.UnsupportedError, "constrain"),
         (lambda: pycel.seq(o, pycel.absent(c.where(c.oid > o.oid)), d), pycel.PatternError, "equality"),
         (
-            lambda: pycel.seq(o, pycel.absent(c.where(c.oid == 1)), pycel.plus(pycel.alias(Order, "o2"))),
+            lambda: pycel.seq(o, pycel.absent(c.where(c.oid == 1)), pycel.plus(pycel.alias(Ordered, "o2"))),
             None,
             "",
         ),
@@ -196,7 +196,7 @@ def test_what_the_engine_refuses_it_says(pattern: object, error: type[Exception]
 
 
 def test_an_absent_variable_must_not_shadow_a_pattern_variable() -> None:
-    cancel = pycel.alias(Cancel, "o")
+    cancel = pycel.alias(Revoked, "o")
     with pytest.raises(pycel.PatternError, match="alias"):
         pycel.compile(pycel.seq(o, pycel.absent(cancel.where(cancel.reason == "x")), d))
 
@@ -207,16 +207,16 @@ def test_absent_takes_one_event_type() -> None:
 
 
 # -- CEQL --------------------------------------------------------------------------------------
-TYPES = [Order, Cancel, Deliver]
+TYPES = [Ordered, Revoked, Shipped]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "SELECT * WHERE Order AS o ; ABSENT(Cancel AS c FILTER c[reason = 'x' AND oid = o.oid]) ; "
-        "Deliver AS d FILTER d[oid = o.oid]",
-        "SELECT * WHERE Order ; ABSENT(Cancel) ; Deliver PARTITION BY [oid]",
-        "SELECT * WHERE (Order ; ABSENT(Cancel FILTER Cancel[reason = 'y'])) ; Deliver+",
+        "SELECT * WHERE Ordered AS o ; ABSENT(Revoked AS c FILTER c[reason = 'x' AND oid = o.oid]) ; "
+        "Shipped AS d FILTER d[oid = o.oid]",
+        "SELECT * WHERE Ordered ; ABSENT(Revoked) ; Shipped PARTITION BY [oid]",
+        "SELECT * WHERE (Ordered ; ABSENT(Revoked FILTER Revoked[reason = 'y'])) ; Shipped+",
     ],
 )
 def test_ceql_absence_parses_prints_and_runs_like_the_dsl(text: str) -> None:
@@ -227,9 +227,9 @@ def test_ceql_absence_parses_prints_and_runs_like_the_dsl(text: str) -> None:
 
 def test_ceql_absence_errors_have_line_and_column() -> None:
     with pytest.raises(pycel.CeqlSyntaxError, match="line 1, column"):
-        parse_query("SELECT * WHERE Order ; ABSENT(Cancel ; Deliver", TYPES)
+        parse_query("SELECT * WHERE Ordered ; ABSENT(Revoked ; Shipped", TYPES)
     with pytest.raises(pycel.PatternError, match="column"):
-        parse_query("SELECT * WHERE Order ; ABSENT(Cancel FILTER q[oid = 1]) ; Deliver", TYPES)
+        parse_query("SELECT * WHERE Ordered ; ABSENT(Revoked FILTER q[oid = 1]) ; Shipped", TYPES)
 
 
 # -- generated ---------------------------------------------------------------------------------
@@ -332,9 +332,9 @@ def test_explain_shows_the_guarded_edge_and_the_absent_atom(
     decl = tmp_path / "orders.ceql"
     decl.write_text(to_declaration(TYPES))
     query = tmp_path / "q.ceql"
-    query.write_text("SELECT * WHERE Order AS o ; ABSENT(Cancel AS c FILTER c[reason = 'x']) ; Deliver")
+    query.write_text("SELECT * WHERE Ordered AS o ; ABSENT(Revoked AS c FILTER c[reason = 'x']) ; Shipped")
     assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
     out = capsys.readouterr().out
-    assert "2 unless 0" in out  # Order -> Deliver, unless absence 0 came in between
+    assert "2 unless 0" in out  # Ordered -> Shipped, unless absence 0 came in between
     assert "absence 0 (blocks, binds nothing)" in out
     assert "engine: supported" in out
