@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -189,8 +188,8 @@ def tree_memory(root: int) -> dict[str, float]:
             jvm = max(jvm, peak_rss_mb(pid))
         elif b"python" in command:
             workers.append(peak_rss_mb(pid))
-    driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"driver_mb": driver, "jvm_mb": jvm, "worker_mb": max(workers)}
+    # Not getrusage's ru_maxrss: Linux carries it across exec, from the parent's peak.
+    return {"driver_mb": peak_rss_mb(root), "jvm_mb": jvm, "worker_mb": max(workers)}
 
 
 # --- the child processes -------------------------------------------------------------
