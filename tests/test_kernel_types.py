@@ -28,7 +28,8 @@ import pytest
 
 import pycel
 from pycel.dsl import Limit
-from pycel.jit import last, maximal, pcea, runtime
+from pycel.jit import enumerate as enumerate_module
+from pycel.jit import last, maximal, pcea, runtime, store
 from pycel.reference import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +122,11 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     for family, loops in variants.items():
         for key, loop in loops.items():
             assert len(loop.signatures) == 1, (family, key, loop.signatures)
+    # The helpers the families share have at most one signature (none when every loop
+    # came from the cache): see also test_a_plain_query_compiles_only_the_paths_it_uses.
+    shared = (store.ht_rebuild, store.heap_insert, store.ensure_room, store.ht_get, store.ht_put)
+    for helper in (*shared, enumerate_module._enumerate, enumerate_module._enumerate_distinct):
+        assert len(helper.signatures) <= 1, (helper.py_func.__qualname__, helper.signatures)
 
 
 PLAIN_QUERIES = textwrap.dedent(
@@ -128,7 +134,8 @@ PLAIN_QUERIES = textwrap.dedent(
     import json, random
     from numba.core.event import install_recorder
     import pycel
-    from pycel.jit import last, runtime
+    from pycel.jit import last, runtime, store
+    from pycel.jit.enumerate import _enumerate
     from pycel.reference import evaluate
 
     class K(pycel.Event):
@@ -144,7 +151,9 @@ PLAIN_QUERIES = textwrap.dedent(
     with install_recorder("numba:compile") as recorder:
         equal = [pycel.compile(p).run(events).keys() == evaluate(p, events).keys() for p in patterns]
     compiled = sorted({e.data["dispatcher"].py_func.__qualname__ for _, e in recorder.buffer})
-    print(json.dumps({"equal": equal, "compiled": compiled,
+    helpers = (store.ht_rebuild, store.heap_insert, _enumerate)
+    shared = {f.py_func.__qualname__: len(f.signatures) for f in helpers}
+    print(json.dumps({"equal": equal, "compiled": compiled, "shared": shared,
                       "all": sorted(runtime.loop_variants()), "ranked": sorted(last.loop_variants())}))
     """
 )
@@ -153,7 +162,8 @@ PLAIN_QUERIES = textwrap.dedent(
 def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     """With an empty cache, an ALL query without contiguity, consumption or projection,
     and a LAST query, compile neither contiguity's heaps, the projection's duplicate
-    check nor NEXT's order list (each loop variant has only the paths its queries use)."""
+    check nor NEXT's order list (each loop variant has only the paths its queries use),
+    and the helpers they share once."""
     env = {**os.environ, "PYCEL_CACHE_DIR": str(tmp_path / "cache")}
     run = subprocess.run(
         [sys.executable, "-c", PLAIN_QUERIES], env=env, check=True, capture_output=True, text=True
@@ -162,6 +172,9 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     assert result["equal"] == [True, True]
     assert result["all"] == [[False, False, False, False]]
     assert result["ranked"] == [[False, False, False, False]]
+    # The helpers both loops call were compiled once for both (ht_rebuild had two
+    # signatures when LAST passed a literal True and ALL the default).
+    assert set(result["shared"].values()) == {1}, result["shared"]
     compiled = set(result["compiled"])
     assert "run_batch_all" in " ".join(compiled)  # the recorder saw the compilation
     unused_paths = ("_seen_before", "_merge", "_insert", "_next_entries", "insert_before", "release")

@@ -70,6 +70,7 @@ from .store import (
     H_POS,
     H_RANK,
     H_VAL,
+    KEEP_ALL,
     NO_NODE,
     PREV_STATE,
     ZERO,
@@ -225,7 +226,7 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
             lo = max(window_lo, alive)  # outputs start at or after lo
             moves = (2 if split else 1) * (ptr[c + 1] - ptr[c]) + aptr[c + 1] - aptr[c]
             if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
-                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, True)
+                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, KEEP_ALL)
             prev: Int = -1
             if contiguous:
                 prev = ht_get(HT, PREV_STATE, k)

@@ -40,6 +40,7 @@ from .store import (
     H_POS,
     H_RANK,
     H_VAL,
+    KEEP_ALL,
     NO_NODE,
     U_MS,
     ZERO,
@@ -135,7 +136,7 @@ def _max_loop(distinct: bool) -> MaxLoop:
             k = keys[j]
             lo = lows[j]
             if ctr[C_H_COUNT] + 4 > HT.shape[1] // 2:
-                HT = ht_rebuild(HT, U, ctr, lo, 4, True)
+                HT = ht_rebuild(HT, U, ctr, lo, np.int64(4), KEEP_ALL)
             # The key's block (a key seen for the first time, or whose runs were consumed,
             # has only the start pair).
             slot = ht_find(HT, ACTIVE_STATE, k)

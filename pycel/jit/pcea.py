@@ -30,6 +30,7 @@ from .store import (
     E_LABEL,
     E_MS,
     E_POS,
+    LIVE_ONLY,
     NO_NODE,
     U_CONTENT,
     U_LEFT,
@@ -231,7 +232,7 @@ def _hcq_loop(distinct: bool) -> HcqLoop:
             if moves == 0:
                 continue
             E, U = make_room(E, U, ctr, moves, lo)
-            HT = ht_rebuild(HT, U, ctr, lo, moves + 1)
+            HT = ht_rebuild(HT, U, ctr, lo, moves + 1, LIVE_ONLY)
             if moves > new_x.shape[0]:
                 new_x = _grow(new_x, moves)
                 new_d = _grow(new_d, moves)

@@ -46,6 +46,7 @@ from .store import (
     EMPTY,
     FRESH,
     H_VAL,
+    LIVE_ONLY,
     NO_NODE,
     PREV_STATE,
     U_CONTENT,
@@ -125,7 +126,7 @@ def block_runs(
     if first == last:
         return U, HT, stack
     if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
-        HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1)
+        HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1, LIVE_ONLY)
     for i in range(first, last):
         slot = ht_find(HT, bsrc[i], k)
         if slot < 0:
@@ -227,7 +228,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
                 # Every event of the partition moves its previous position, even one that
                 # fires nothing: it breaks the adjacency of older runs.
                 if ctr[C_H_COUNT] + 2 * moves + 2 > HT.shape[1] // 2:
-                    HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2)
+                    HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 2, LIVE_ONLY)
                 prev = ht_get(HT, PREV_STATE, k)
                 ht_put(HT, ctr, PREV_STATE, k, pos)
             if moves == 0:
@@ -240,7 +241,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
             # are inlined: the calls, which may replace the arrays, are rare).
             E, U = make_room(E, U, ctr, moves, window_lo)
             if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
-                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1)
+                HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1, LIVE_ONLY)
             if moves > new_x.shape[0]:
                 new_x = _grow(new_x, moves)
                 new_d = _grow(new_d, moves)

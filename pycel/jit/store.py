@@ -50,6 +50,10 @@ NO_NODE = np.int64(-1)
 ZERO = np.int64(0)
 E_POS_ROW = np.int64(E_POS)
 U_CREATED_ROW = np.int64(U_CREATED)
+# ht_rebuild's keep_all, as numpy bools for the same reason (a literal True would give the
+# function another signature: every family then compiles its own copy).
+KEEP_ALL = np.bool_(True)
+LIVE_ONLY = np.bool_(False)
 
 
 def new_store(capacity: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -238,7 +242,7 @@ def ht_put(HT: Ints, ctr: Ints, state: Int, key: Int, value: Int) -> None:
 
 
 @njit(cache=True, inline="always")
-def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) -> Truth:
+def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: Truth) -> Truth:
     """Whether H slot ``s`` holds a reserved position (barrier, previous event) or a heap
     root still inside the window; with ``keep_all``, whether it holds anything."""
     st = HT[H_STATE, s]
@@ -255,7 +259,7 @@ def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: bool) 
 
 
 @inner
-def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: bool = False) -> Ints:
+def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth) -> Ints:
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
     window, stale positions) are dropped unless ``keep_all``, and the table grows only if
     the live ones need it."""
