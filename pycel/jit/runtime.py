@@ -111,7 +111,7 @@ def _merge(
     return U, root, stack
 
 
-@njit(cache=True)
+@inner
 def block_runs(
     E: Ints, U: Ints, HT: Ints, ctr: Ints, tables: DfaArrays,
     c: Int, k: Int, lo: Int, pos: Int, window_lo: Int, reserve: Int, stack: Ints,
