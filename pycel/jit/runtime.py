@@ -127,6 +127,7 @@ def block_runs(
         return U, HT, stack
     if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
         HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1, LIVE_ONLY)
+    merged = False
     for i in range(first, last):
         slot = ht_find(HT, bsrc[i], k)
         if slot < 0:
@@ -141,6 +142,13 @@ def block_runs(
             continue
         U, root, stack = _merge(U, E, ctr, target, moved, lo, pos, window_lo, stack)
         ht_put(HT, ctr, bdst[i], k, root)
+        merged = True
+    if merged and reserve > 0:
+        # The merges used up the room the loop made for this event's own insertions (and
+        # may have deepened the heaps): make it again.
+        need = reserve * (ctr[C_MAX_DEPTH] + reserve + 1)
+        if not has_room(U, ctr[C_U_NEXT], need, U_CREATED, window_lo):
+            U = ensure_room(U, ctr[C_U_NEXT], need, U_CREATED_ROW, window_lo)
     return U, HT, stack
 
 
