@@ -363,3 +363,9 @@ def test_a_long_stream_equals_its_windows_evaluated_alone() -> None:
             (s + lo, e + lo, tuple((v, tuple(p + lo for p in ps)) for v, ps in val)) for s, e, val in alone
         }
         assert {k for k in shifted if k[1] == end} == whole.get(end, set()), end
+
+
+def test_more_absences_than_a_token_holds_are_refused() -> None:
+    many = [pycel.absent(pycel.alias(Revoked, f"c{k}")) for k in range(58)]
+    with pytest.raises(pycel.UnsupportedError, match="at most 57 absences"):
+        pycel.compile(pycel.seq(o, *many, d))

@@ -81,6 +81,8 @@ class Nfa:
 
 #: Bits of a token below the blocked-guard mask: the atom (atoms are fewer than 64).
 TOKEN_ATOM_BITS = 6
+#: Absences per pattern: a token (atom and blocked guards) must fit an int64.
+MAX_GUARDS = 63 - TOKEN_ATOM_BITS
 
 
 def token(atom: int, blocked: int = 0) -> int:
@@ -133,6 +135,8 @@ class _Builder:
 
     def guard(self, node: Absent) -> int:
         """A new guard for ``node``; returns its mask bit."""
+        if len(self.guard_atoms) >= MAX_GUARDS:
+            raise UnsupportedError(f"the engine supports at most {MAX_GUARDS} absences per pattern")
         parts = conjuncts(node.predicate) if node.predicate is not None else []
         own = tuple(p for p in parts if p.variables() <= {node.var})
         k = self.new_atom(AtomState(0, event_name(node.event), False, None, own, frozenset()))
@@ -145,7 +149,7 @@ class _Builder:
         """A sequence part by part; absences guard the edges across them."""
         first: frozenset[int] | None = None
         last = frozenset[int]()
-        guard, contiguous = 0, False
+        guard = 0
         for part, glued in seq_chain(node):
             if isinstance(part, Absent):
                 guard |= self.guard(part)
@@ -154,8 +158,8 @@ class _Builder:
             if first is None:
                 first = f
             else:
-                self.link(last, f, contiguous or glued, guard)
-            last, guard, contiguous = l2, 0, False
+                self.link(last, f, glued, guard)
+            last, guard = l2, 0
         assert first is not None  # checks: a sequence does not start with an absence
         return first, last
 
