@@ -348,14 +348,15 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
     Runs the compiled variant of the loop that has exactly the paths this batch uses
     (see :func:`_all_loop`): contiguity if ``tables.contiguous``, consumption if
     ``batch.consume``, the duplicate check if the projection drops a bound variable,
-    blocking if the pattern has an absence (its tables list blocked states).
+    blocking once some class of the data blocks runs (an absence's event has arrived).
 
     Example::
 
         step = run_batch(new_node_store(), batch_input(...), tables)   # Step(store, out)
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, bool(tables.blocking))
+    blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
+    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking)
     return loop(store, batch, tables, new_buffers(tables.label_masks, distinct))
 
 

@@ -103,11 +103,10 @@ class DfaArrays(NamedTuple):
     extends_gap: Flags
     contiguous: bool
     # Absence: class c blocks the runs of state bsrc[i] into bdst[i] (-1: they end), for i
-    # in bptr[c]:bptr[c+1]; ``blocking``: whether the pattern has an absence at all.
+    # in bptr[c]:bptr[c+1].
     bptr: Ints
     bsrc: Ints
     bdst: Ints
-    blocking: bool
 
 
 class MaxArrays(NamedTuple):

@@ -79,10 +79,8 @@ class _Planner:
             # the classes (an uncorrelated absence in a joined pattern is refused below).
             self.occurrences.append(_Occurrence(node.event, frozenset([node.var]), False))
             k = len(self.occurrences) - 1
-            predicate = (
-                Filter(Atom(node.event, node.var), node.predicate) if node.predicate is not None else None
-            )
-            for join in join_conjuncts(predicate) if predicate is not None else []:
+            own = Filter(Atom(node.event, node.var), node.predicate) if node.predicate is not None else None
+            for join in join_conjuncts(own) if own is not None else []:
                 if iterated:
                     raise UnsupportedError(
                         f"correlation {join!r} of an absence inside an iteration (+) is not supported"

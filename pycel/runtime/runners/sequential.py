@@ -33,13 +33,12 @@ from .base import PreparedBatch, RawMatches, Store, loop_input
 from .classes import load_classes, save_classes
 
 
-def dfa_arrays(t: DfaTables, contiguous: bool, blocking: bool = False) -> DfaArrays:
-    """The determinized automaton's tables with every field of its fixed type
-    (``blocking``: the pattern has an absence)."""
+def dfa_arrays(t: DfaTables, contiguous: bool) -> DfaArrays:
+    """The determinized automaton's tables with every field of its fixed type."""
     return DfaArrays(
         ints(t.ptr), ints(t.src), ints(t.label), ints(t.dst), flags(t.final), flags(t.extends),
         ints(t.label_masks), ints(t.aptr), ints(t.asrc), ints(t.alabel), ints(t.adst),
-        flags(t.extends_gap), bool(contiguous), ints(t.bptr), ints(t.bsrc), ints(t.bdst), bool(blocking),
+        flags(t.extends_gap), bool(contiguous), ints(t.bptr), ints(t.bsrc), ints(t.bdst),
     )  # fmt: skip
 
 
@@ -141,10 +140,7 @@ class SequentialRunner:
         """The tables as the loops read them (shared with the ranked runner's loop),
         converted again only when the automaton grew."""
         if self._arrays_of is not t:
-            self._arrays_of, self._loop_tables = (
-                t,
-                dfa_arrays(t, self.dfa.contiguous, bool(self.dfa.nfa.guard_atoms)),
-            )
+            self._arrays_of, self._loop_tables = t, dfa_arrays(t, self.dfa.contiguous)
         return self._loop_tables
 
     def forget(self, window_start: int) -> None:
