@@ -82,6 +82,7 @@ from .store import (
     ht_slot,
     make_room,
     new_extend,
+    record_barrier,
 )
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RankedStep, RawOutput
 
@@ -284,10 +285,7 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
                     emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
-                    if consume == 1:
-                        ctr[C_BARRIER] = pos
-                    else:
-                        ht_put(HT, ctr, BARRIER_STATE, k, pos)
+                    record_barrier(HT, ctr, consume, k, pos)
                     if next_mode:
                         for g in range(made):
                             release(OL, order[g], 1)

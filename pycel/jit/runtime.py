@@ -66,6 +66,7 @@ from .store import (
     live,
     make_room,
     new_extend,
+    record_barrier,
 )
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step
 
@@ -287,10 +288,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
                     emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
-                    if consume == 1:
-                        ctr[C_BARRIER] = pos
-                    else:
-                        ht_put(HT, ctr, BARRIER_STATE, k, pos)
+                    record_barrier(HT, ctr, consume, k, pos)
                     continue  # runs through this event are consumed too
             if blocking:
                 # Absence: the runs that skip this event and wait across one of its guards

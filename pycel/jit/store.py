@@ -284,3 +284,13 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
         ctr[C_PEAK_H] = ctr[C_H_COUNT]
     return new
+
+
+@inner
+def record_barrier(HT: Ints, ctr: Ints, consume: Int, key: Int, pos: Int) -> None:
+    """CONSUME BY after an output at ``pos``: runs that start at or before it are consumed,
+    for the whole stream (``consume`` 1, ANY) or for ``key``'s partition (2, PARTITION)."""
+    if consume == 1:
+        ctr[C_BARRIER] = pos
+    else:
+        ht_put(HT, ctr, BARRIER_STATE, key, pos)
