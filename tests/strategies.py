@@ -362,6 +362,14 @@ def without_limit(pattern: Pattern) -> tuple[Pattern, int | None]:
     return pattern, None
 
 
+def restored_at(query: pycel.CompiledQuery, stream: Sequence[object], cut: int) -> set[Any]:
+    """The match keys of ``stream`` pushed in two pieces, cut at ``cut``, through a
+    snapshot and restore between them (to compare with one run)."""
+    first = query.stream()
+    got: set[Any] = first.push(list(stream[:cut])).keys()
+    return got | pycel.Stream.restore(first.snapshot()).push(list(stream[cut:])).keys()
+
+
 def kleene_count(pattern: Pattern) -> int:
     """How many ``+`` operators ``pattern`` contains."""
     own = 1 if isinstance(pattern, Plus) else 0

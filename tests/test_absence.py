@@ -21,6 +21,7 @@ from strategies import (
     cases,
     event_types,
     kleene_count,
+    restored_at,
     streams,
     unary_predicates,
     without_limit,
@@ -255,11 +256,7 @@ def test_generated_absences_survive_snapshot_and_restore(
         warnings.simplefilter("ignore")
         query = pycel.compile(pattern)
     whole = query.run(stream).keys()
-    cut = data.draw(st.integers(0, len(stream)))
-    first = query.stream()
-    got = first.push(stream[:cut]).keys()
-    got |= pycel.Stream.restore(first.snapshot()).push(stream[cut:]).keys()
-    assert got == whole
+    assert restored_at(query, stream, data.draw(st.integers(0, len(stream)))) == whole
 
 
 @st.composite

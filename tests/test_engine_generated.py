@@ -12,7 +12,7 @@ import warnings
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import Features, cases, event_types, without_limit
+from strategies import Features, cases, event_types, restored_at, without_limit
 
 import pycel
 from pycel.dsl import Pattern
@@ -45,11 +45,7 @@ def test_pushing_in_pieces_equals_one_run(case: tuple[Pattern, list[object]], da
     pattern, stream = case
     query = _compile(pattern)
     whole = query.run(stream).keys()
-    cut = data.draw(st.integers(0, len(stream)))
-    first = query.stream()
-    got = first.push(stream[:cut]).keys()
-    got |= pycel.Stream.restore(first.snapshot()).push(stream[cut:]).keys()
-    assert got == whole
+    assert restored_at(query, stream, data.draw(st.integers(0, len(stream)))) == whole
 
 
 @settings(max_examples=60)
