@@ -23,6 +23,7 @@ from .store import (
     E_CHILD,
     E_LABEL,
     E_POS,
+    U_BIT,
     U_CONTENT,
     U_LEFT,
     U_MS,
@@ -32,6 +33,10 @@ from .store import (
     live,
 )
 from .structs import Buffers
+
+#: Ordered index nodes (pycel.jit.treap): U_BIT ≥ TREAP marks them; U_CMS is their own
+#: run's max-start (defined here, below the treap module, which imports this one).
+TREAP, U_CMS = 2, 7
 
 #: The arrays _grow doubles (its result has the argument's type).
 _Array = TypeVar("_Array", Ints, Int32s, Flags)
@@ -230,6 +235,8 @@ def _enumerator(distinct: bool) -> Enumerator:
                     stack_d[top] = d
                     top += 1
                 e = U[U_CONTENT, hs]
+                if U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
+                    continue  # an ordered index node whose own run left the window (its children did not)
                 if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
                     stack_h[top] = E[E_CHILD, e & emask]
                     stack_d[top] = d

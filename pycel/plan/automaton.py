@@ -29,15 +29,21 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
 from pycel.language.absence import seq_chain
 from pycel.language.checks import is_equality_join
+from pycel.language.comparisons import is_order_comparison
 from pycel.language.events import event_name
 from pycel.language.expr import Expr, conjuncts
 from pycel.limits import MAX_ATOMS
+
+if TYPE_CHECKING:
+    from .conditions import EdgeCondition
 
 
 @attrs.frozen
@@ -65,6 +71,12 @@ class Nfa:
     gap_follow: dict[int, frozenset[int]] = attrs.field(factory=dict)
     guards: dict[tuple[int, int], int] = attrs.field(factory=dict)  # edge → guard mask
     guard_atoms: tuple[int, ...] = ()  # guard g's pseudo-atom
+    # Comparisons between adjacent occurrences, on their edges (pycel.plan.conditions).
+    conditions: tuple[EdgeCondition, ...] = ()
+
+    def edge_conditions(self, a: int, b: int) -> list[int]:
+        """The indices of the conditions on edge a→b (all must hold to take it)."""
+        return [k for k, c in enumerate(self.conditions) if c.source == a and c.target == b]
 
     def guards_after(self, a: int) -> int:
         """The guards on some edge out of atom ``a``."""
@@ -203,7 +215,8 @@ class _Builder:
 def _unary_conjuncts(node: Filter) -> tuple[Expr[bool], ...]:
     if node.post_filter:
         raise UnsupportedError("post_filter=True is not supported by the engine yet")
-    parts = conjuncts(node.predicate)
+    # Comparisons between occurrences are conditions on edges, not on one atom.
+    parts = [p for p in conjuncts(node.predicate) if not is_order_comparison(p)]
     for p in parts:
         if is_equality_join(p):
             raise UnsupportedError(

@@ -67,6 +67,14 @@ class DfaTables:
     bptr: npt.NDArray[np.int64]
     bsrc: npt.NDArray[np.int64]
     bdst: npt.NDArray[np.int64]
+    # Edge conditions: δ_gap entry i applies to the runs of src[i] whose register gives
+    # the outcome bits outcome[i] (bit j: the j-th condition of the state holds); state s
+    # orders its runs by register state_register[s] (-1: none) and tests the conditions
+    # cond[cptr[s]:cptr[s+1]] (indices into the automaton's conditions).
+    outcome: npt.NDArray[np.int64]
+    state_register: npt.NDArray[np.int64]
+    cptr: npt.NDArray[np.int64]
+    cond: npt.NDArray[np.int64]
 
 
 class LabelSets:
@@ -99,12 +107,20 @@ class Dfa:
         self.state_ids: dict[frozenset[int], int] = {self.states[0]: 0}
         self.labels = LabelSets(nfa.variables)
         self.class_bits: list[int] = []
-        # moves[c] / adj_moves[c] = list of (src, label, dst) for class c (δ_gap / δ_adj)
-        self.moves: list[list[tuple[int, int, int]]] = []
-        self.adj_moves: list[list[tuple[int, int, int]]] = []
+        # moves[c] / adj_moves[c] = list of (src, label, dst, outcome) for class c (δ_gap / δ_adj)
+        self.moves: list[list[tuple[int, int, int, int]]] = []
+        self.adj_moves: list[list[tuple[int, int, int, int]]] = []
         self.blocks: list[list[tuple[int, int]]] = []  # per class: (src, dst or -1)
         self.contiguous = nfa.contiguous
         self._tables: DfaTables | None = None
+        # Registers by identity, in the order of the conditions that first read them.
+        keys = [c.register_key for c in nfa.conditions]
+        self.register_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+
+    def state_conditions(self, sid: int) -> list[int]:
+        """The conditions on edges leaving state ``sid``'s atoms (outcome bit j is the j-th)."""
+        atoms = {token_atom(t) for t in self.states[sid]}
+        return [k for k, c in enumerate(self.nfa.conditions) if c.source in atoms]
 
     def _state(self, atoms: frozenset[int]) -> int:
         sid = self.state_ids.get(atoms)
@@ -115,22 +131,31 @@ class Dfa:
             self.states.append(atoms)
         return sid
 
-    def _step(self, sid: int, bits: int, adjacent: bool = False) -> list[tuple[int, int, int]]:
-        """Transitions of state ``sid`` on a class with atom bit-vector ``bits`` (δ_adj if
-        ``adjacent``, else δ_gap)."""
+    def _step(self, sid: int, bits: int, adjacent: bool = False) -> list[tuple[int, int, int, int]]:
+        """Transitions (src, label, dst, outcome) of state ``sid`` on a class with atom
+        bit-vector ``bits`` (δ_adj if ``adjacent``, else δ_gap): with edge conditions,
+        those of every outcome of the state's conditions."""
         if adjacent and (sid == 0 or not self.contiguous):
             return []
+        conds = self.state_conditions(sid) if sid != 0 else []
+        return [m for outcome in range(1 << len(conds)) for m in self._step_on(sid, bits, adjacent, conds, outcome)]
+
+    def _step_on(
+        self, sid: int, bits: int, adjacent: bool, conds: list[int], outcome: int
+    ) -> list[tuple[int, int, int, int]]:
         follow = self.nfa.follow if adjacent else self.nfa.gap_follow
         guards = self.nfa.guards
+        holds = {k for j, k in enumerate(conds) if outcome >> j & 1}
         groups: dict[frozenset[str], set[int]] = {}
         for t in self.states[sid]:
             p, blocked = token_atom(t), token_blocked(t)
             succ = self.nfa.first if p == START else follow[p]
             for b in succ:
-                if bits >> b & 1 and not guards.get((p, b), 0) & blocked:
+                needs = self.nfa.edge_conditions(p, b) if conds else []
+                if bits >> b & 1 and not guards.get((p, b), 0) & blocked and holds.issuperset(needs):
                     groups.setdefault(self.nfa.atoms[b].labels, set()).add(token(b))
         return [
-            (sid, self.labels.id(labels), self._state(frozenset(targets)))
+            (sid, self.labels.id(labels), self._state(frozenset(targets)), outcome)
             for labels, targets in sorted(groups.items(), key=lambda kv: sorted(kv[0]))
         ]
 
@@ -178,7 +203,12 @@ class Dfa:
         if self._tables is None:
             ptr, arr = _csr(self.moves)
             aptr, adj = _csr(self.adj_moves)
-            bptr, blocks = _csr([[(src, 0, dst) for src, dst in b] for b in self.blocks])
+            bptr, blocks = _csr([[(src, 0, dst, 0) for src, dst in b] for b in self.blocks])
+            registers = self.register_ids
+            conds = [self.state_conditions(s) if s else [] for s in range(len(self.states))]
+            state_register = [
+                registers[self.nfa.conditions[c[0]].register_key] if c else -1 for c in conds
+            ]
             last = self.nfa.last
             follow = self.nfa.follow
             gap = self.nfa.gap_follow
@@ -203,13 +233,17 @@ class Dfa:
                 bptr=bptr,
                 bsrc=np.ascontiguousarray(blocks[:, 0]),
                 bdst=np.ascontiguousarray(blocks[:, 2]),
+                outcome=np.ascontiguousarray(arr[:, 3]),
+                state_register=np.array(state_register, dtype=np.int64),
+                cptr=np.concatenate([[0], np.cumsum([len(c) for c in conds])]).astype(np.int64),
+                cond=np.array([k for c in conds for k in c] or [0], dtype=np.int64),
             )
         return self._tables
 
 
-def _csr(moves: list[list[tuple[int, int, int]]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(ptr, rows of (src, label, dst)) of per-class move lists."""
+def _csr(moves: list[list[tuple[int, int, int, int]]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(ptr, rows of (src, label, dst, outcome)) of per-class move lists."""
     counts = [len(m) for m in moves]
-    flat = [m for ms in moves for m in ms] or [(0, 0, 0)]
+    flat = [m for ms in moves for m in ms] or [(0, 0, 0, 0)]
     ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return ptr, np.array(flat, dtype=np.int64).reshape(-1, 3)
+    return ptr, np.array(flat, dtype=np.int64).reshape(-1, 4)

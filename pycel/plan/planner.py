@@ -49,6 +49,7 @@ from pycel.language.expr import Attr, Compare, conjuncts
 from pycel.limits import MAX_VARIABLES
 
 from .automaton import AtomState, Nfa, build_nfa
+from .conditions import edge_conditions, has_order_comparisons
 from .conjunction import expand_conjunctions, interleavings_fit
 from .hcq import HcqPlan, plan_hcq
 from .joins import JoinKey, joins_form_run_keys, plan_joins
@@ -152,6 +153,13 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     family = choose_family(spec, body)
     if has_absence(body):
         _check_absence(spec, body, family)
+    if has_order_comparisons(body) and family != "sequential":
+        raise UnsupportedError(
+            f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
+            + (" and AND" if family == "parallel" else "")
+            + " are not supported by the engine yet (ALL and ANY are); write them with "
+            "where(..., post_filter=True)"
+        )
     schema = Schema.for_types([*event_types(spec.body), *types])
     post_filters = PostFilters.of(post) if post else None
     if family == "parallel":
@@ -171,6 +179,15 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         raise UnsupportedError(
             "absence together with contiguity (:, :+, STRICT) is not supported by the engine yet"
         )
+    conditions = edge_conditions(planned, nfa)
+    if conditions:
+        if nfa.contiguous or nfa.guard_atoms:
+            what = "contiguity (:, :+, STRICT)" if nfa.contiguous else "absence"
+            raise UnsupportedError(
+                f"comparisons between occurrences together with {what} are not supported by "
+                "the engine yet; write them with where(..., post_filter=True)"
+            )
+        nfa = attrs.evolve(nfa, conditions=conditions)
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
 
 

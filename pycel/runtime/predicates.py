@@ -167,6 +167,13 @@ def _value(e: Expr[Any], batch: EventBatch, log: Overflows) -> tuple[np.ndarray[
     return true, true | false, "bool"
 
 
+def expression_values(e: Expr[Any], batch: EventBatch, log: Overflows) -> tuple[np.ndarray[Any, Any], Mask]:
+    """(values, valid) of a numeric expression over the batch (integer overflow noted in
+    ``log``, within its scope)."""
+    values, valid, _ = _value(e, batch, log)
+    return values, valid
+
+
 def compare(op: str, a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> Mask:
     """``a op b`` elementwise, exact between int64 and float64 (as Python compares them:
     ``2**53 + 1 > 2.0**53``); NaN compares false except with ``!=``."""
@@ -382,6 +389,9 @@ def columns_read_by(query: Any) -> dict[str, str]:
             for name in names:
                 if name is not None:
                     reads.setdefault(name, "an equality join")
+    for cond in query.nfa.conditions:
+        for name in sorted({a.name for e in (cond.register, cond.threshold) for a in attributes_in(e)}):
+            reads.setdefault(name, f"the comparison {cond.text}")
     if query.post_filters is not None:
         for pred in query.post_filters.conjuncts:
             for name in sorted({a.name for a in attributes_in(pred)}):

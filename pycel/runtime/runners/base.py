@@ -127,8 +127,13 @@ class Store:
     ctr: Ints
 
     @classmethod
-    def new(cls) -> Store:
-        return cls(*new_store())
+    def new(cls, heap_rows: int = 6) -> Store:
+        """An empty store (``heap_rows``: 8 where the heap arena also holds the ordered
+        index's nodes, pycel.jit.treap)."""
+        E, U, HT, ctr = new_store()
+        if heap_rows != U.shape[0]:
+            U = np.full((heap_rows, U.shape[1]), -1, dtype=np.int64)
+        return cls(E, U, HT, ctr)
 
     def nodes(self) -> NodeStore:
         """The arrays as the loops take them (:class:`pycel.jit.structs.NodeStore`)."""
@@ -142,14 +147,15 @@ class Store:
         return [w.add(a, np.int64) for a in (self.E, self.U, self.HT, self.ctr)]
 
     @classmethod
-    def load(cls, r: Reader, x: Json, extend_rows: int, labels: int) -> Store:
+    def load(cls, r: Reader, x: Json, extend_rows: int, labels: int, heap_rows: int = 6) -> Store:
         """The store of a snapshot, checked so that no loop reads out of bounds
-        (``extend_rows``: rows of E; ``labels``: the number of label ids)."""
+        (``extend_rows``: rows of E; ``labels``: the number of label ids; ``heap_rows``:
+        rows of U)."""
         refs = as_list(x, "store", 4)
         E, U, HT = (r.get(refs[k], "store", ndim=2) for k in range(3))
         store = cls(E, U, HT, r.get(refs[3], "counters"))
         power_of_two_columns(E, extend_rows, "the extend arena")
-        power_of_two_columns(U, 6, "the heap arena")
+        power_of_two_columns(U, heap_rows, "the heap arena")
         power_of_two_columns(HT, H_ROWS, "the index H")
         ctr = store.ctr
         if ctr.shape != (N_COUNTERS,) or min(ctr[C_E_NEXT], ctr[C_U_NEXT]) < 0:

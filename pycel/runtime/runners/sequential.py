@@ -21,11 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pycel.errors import UnsupportedError
+from pycel.jit.ordered import run_batch_ordered
 from pycel.jit.runtime import run_batch
+from pycel.jit.treap import TREAP_ROWS
 from pycel.jit.structs import DfaArrays, flags, ints
 from pycel.plan.determinize import Dfa, DfaTables
 from pycel.plan.planner import Plan
 from pycel.runtime.predicates import ClassTable
+from pycel.runtime.registers import ordered_tables
 from pycel.runtime.snapshot.plan import Json, as_dict
 from pycel.runtime.snapshot.tables import Reader, Writer, dfa_in, dfa_out
 
@@ -104,6 +107,11 @@ def shared_dfa(plan: Plan) -> SharedAutomaton[Dfa]:
     return plan.shared_tables().get("dfa", lambda: SharedAutomaton(Dfa(plan.nfa)))
 
 
+def _heap_rows(plan: Plan) -> int:
+    """Rows of the heap arena: treap nodes need two more (pycel.jit.treap)."""
+    return TREAP_ROWS if plan.nfa.conditions else 6
+
+
 class SequentialRunner:
     """ALL/ANY/STRICT: one run per valuation, all of them kept (see the module docstring)."""
 
@@ -112,7 +120,7 @@ class SequentialRunner:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.shared = shared_dfa(plan)
-        self.store = Store.new()
+        self.store = Store.new(_heap_rows(plan))
         self._arrays_of: DfaTables | None = None
 
     @property
@@ -132,7 +140,11 @@ class SequentialRunner:
         return self._run(batch, class_ids, t)
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
-        step = run_batch(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
+        if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
+            ordered = ordered_tables(self.plan, t, batch.batch)
+            step = run_batch_ordered(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t), ordered)
+        else:
+            step = run_batch(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
         self.store.keep(step.store)
         return RawMatches.of(step.out)
 
@@ -164,7 +176,7 @@ class SequentialRunner:
         # from the snapshot, is a new one too).
         dfa = dfa_in(r, x.get("dfa"), plan.nfa)
         runner.shared = SharedAutomaton(dfa, load_classes(r, x.get("classes"), dfa.class_bits))
-        runner.store = Store.load(r, x.get("store"), 4, len(runner.dfa.labels.sets))
+        runner.store = Store.load(r, x.get("store"), 4, len(runner.dfa.labels.sets), _heap_rows(plan))
         runner._arrays_of = None
         return runner
 

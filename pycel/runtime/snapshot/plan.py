@@ -21,10 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from pycel.data.ingest import Schema, all_event_types
-from pycel.errors import DataError
+from pycel.errors import DataError, UnsupportedError
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
+from pycel.language.comparisons import ORDER_OPS
 from pycel.plan.automaton import AtomState, Nfa
+from pycel.plan.conditions import EdgeCondition, check_registers
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
 from pycel.plan.planner import STRATEGIES, Plan
@@ -239,6 +241,11 @@ def nfa_to_json(nfa: Nfa) -> Json:
         # Absence: guarded edges [a, b, mask] and each guard's pseudo-atom.
         "guards": [[a, b, mask] for (a, b), mask in sorted(nfa.guards.items())],
         "guard_atoms": list(nfa.guard_atoms),
+        # Comparisons on edges: [source, target, register, op, threshold, kind, text].
+        "conditions": [
+            [c.source, c.target, expr_to_json(c.register), c.op, expr_to_json(c.threshold), c.kind, c.text]
+            for c in nfa.conditions
+        ],
     }
 
 
@@ -284,7 +291,23 @@ def nfa_from_json(x: Json) -> Nfa:
         if a >= n or b not in edges.get(a, ()) or not 0 < mask < 1 << len(guard_atoms):
             raise bad("a guarded edge")
         guards[(a, b)] = mask
-    return Nfa(tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms)
+    conditions = []
+    for item in as_list(x.get("conditions", []), "conditions"):
+        source, target, register, op, threshold, kind, text = as_list(item, "condition", 7)
+        a, b = as_int(source, "condition edge", 0, n), as_int(target, "condition edge", 0, n)
+        if b not in edges[a] or op not in ORDER_OPS or kind not in ("int", "float"):
+            raise bad("a condition on an edge")
+        conditions.append(
+            EdgeCondition(
+                a, b, expr_from_json(register), op, expr_from_json(threshold), kind, as_str(text, "condition")
+            )
+        )
+    nfa = Nfa(tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms, tuple(conditions))
+    try:
+        check_registers(list(nfa.conditions), nfa)
+    except UnsupportedError as err:
+        raise bad(f"the conditions on edges ({err})") from None
+    return nfa
 
 
 def schema_to_json(s: Schema) -> Json:

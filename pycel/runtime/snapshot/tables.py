@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -77,18 +78,20 @@ def _sets_in(r: Reader, ref: Json, what: str, lo: int, hi: int) -> list[frozense
     return [frozenset(values[a:b]) for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)]
 
 
-def _rows_out(w: Writer, per_class: list[list[tuple[int, int, int]]]) -> list[int]:
+def _rows_out(w: Writer, per_class: Sequence[Sequence[tuple[int, ...]]], width: int = 3) -> list[int]:
     flat = [m for ms in per_class for m in ms]
     ptr = np.cumsum([0, *(len(m) for m in per_class)])
-    return [w.add(ptr, np.int64), w.add(np.array(flat, dtype=np.int64).reshape(-1, 3))]
+    return [w.add(ptr, np.int64), w.add(np.array(flat, dtype=np.int64).reshape(-1, width))]
 
 
-def _rows_in(r: Reader, ref: Json, what: str, classes: int) -> tuple[Ints, Ints]:
+def _rows_in(r: Reader, ref: Json, what: str, classes: int, width: int = 3) -> tuple[Ints, Ints]:
     ptr_ref, rows_ref = as_list(ref, what, 2)
     ptr, rows = r.get(ptr_ref, what), r.get(rows_ref, what, ndim=2)
     if len(ptr) != classes + 1 or ptr[0] != 0 or (np.diff(ptr) < 0).any() or ptr[-1] != len(rows):
         raise bad(f"{what}: bad offsets")
-    if rows.shape[1] != 3:
+    if width == 4 and rows.shape[1] == 3:  # written before edge conditions: outcome 0
+        rows = np.concatenate([rows, np.zeros((len(rows), 1), dtype=np.int64)], axis=1)
+    if rows.shape[1] != width:
         raise bad(f"{what}: rows of {rows.shape[1]} values")
     return ptr, rows
 
@@ -114,8 +117,8 @@ def dfa_out(w: Writer, d: Dfa) -> Json:
         "states": _sets_out(w, d.states),
         "labels": [sorted(s) for s in d.labels.sets],
         "class_bits": w.add(d.class_bits, np.int64),
-        "moves": _rows_out(w, d.moves),
-        "adj_moves": _rows_out(w, d.adj_moves),
+        "moves": _rows_out(w, d.moves, 4),
+        "adj_moves": _rows_out(w, d.adj_moves, 4),
     }
 
 
@@ -137,8 +140,9 @@ def dfa_in(r: Reader, x: Json, nfa: Nfa) -> Dfa:
     d.labels = _labels(x.get("labels"), nfa.variables)
     d.class_bits = r.get(x.get("class_bits"), "class bits").tolist()
     for key in ("moves", "adj_moves"):
-        ptr, rows = _rows_in(r, x.get(key), key, len(d.class_bits))
-        for col, hi in ((0, len(d.states)), (1, len(d.labels.sets)), (2, len(d.states))):
+        ptr, rows = _rows_in(r, x.get(key), key, len(d.class_bits), 4)
+        outcomes = 1 << max([len(d.state_conditions(s)) for s in range(1, len(d.states))] or [0])
+        for col, hi in ((0, len(d.states)), (1, len(d.labels.sets)), (2, len(d.states)), (3, outcomes)):
             in_range(rows[:, col], 0, hi, key)
         flat = [tuple(m) for m in rows.tolist()]
         setattr(d, key, [flat[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)])

@@ -1,0 +1,202 @@
+"""Comparisons between occurrences that the automaton evaluates on its edges (RMA's
+registers; docs/architecture.md, Ordered run index).
+
+A conjunct ``f(y) OP g(x)`` (OP one of ``< <= > >= !=``, each side reading one occurrence)
+is an *edge condition* when x and y are adjacent in every match: x labels one atom α, y one
+atom β, every run reaches β straight from α, and neither is repeated. The run's last event
+is then x, so the earlier side ``g(x)`` is a *register* the run carries for free (it is the
+value of its last event), and a run waiting after α is extended by an event e only if
+``g(x) OP' f(e)`` holds. A trend ``plus(b.where(b.price > prev(b).price))`` is the same on
+the self-loop β→β of a plus over one atom.
+
+The runtime keeps the runs waiting in a state ordered by their register, so an event takes
+the runs on one side of its value as O(log n) subtrees (:mod:`pycel.jit.treap`).
+
+Example::
+
+    conds = edge_conditions(body, nfa)      # [EdgeCondition(source=0, target=1, ...)]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from pycel.dsl import As, Atom, Filter, Pattern, Plus
+from pycel.errors import UnsupportedError
+from pycel.language.comparisons import is_order_comparison, occurrence_read, reads_previous
+from pycel.language.expr import Compare, Expr, conjuncts
+
+from .automaton import Nfa
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!="}
+#: Conditions leaving the atoms of one event type: a state's runs have one ordering, and
+#: an event splits them into at most 2k+1 ranges, each with its own transitions (2**k).
+MAX_CONDITIONS_PER_TYPE = 4
+_KINDS = {"int": "int", "bool": "int", "time": "int", "float": "float"}
+
+
+@attrs.frozen
+class EdgeCondition:
+    """``register OP threshold`` on the edge ``source → target``: ``register`` reads the
+    run's last event (read by atom ``source``), ``threshold`` the event read by atom
+    ``target``; ``text`` is the conjunct as written."""
+
+    source: int
+    target: int
+    register: Expr[Any]
+    op: str
+    threshold: Expr[Any]
+    kind: str  # "int" or "float": the values compared
+    text: str
+
+    @property
+    def register_key(self) -> str:
+        """The register's identity: its expression with the variable left out."""
+        return _unbound(self.register)
+
+
+def _unbound(e: Expr[Any]) -> str:
+    return repr(e._map(lambda a: attrs.evolve(a, var=None)))
+
+
+def _plain(e: Expr[Any]) -> Expr[Any]:
+    """``e`` reading the occurrence itself (``prev(b).x`` → ``b.x``)."""
+    if not reads_previous(e):
+        return e
+    result: Expr[Any] = e._map(lambda a: attrs.evolve(a, prev=False))
+    return result
+
+
+def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
+    """The order comparisons of ``body``'s filters as conditions on ``nfa``'s edges.
+
+    Raises :class:`UnsupportedError`, with the way out, for one the automaton cannot
+    evaluate on an edge (its occurrences are not adjacent in every match, strings, an int
+    compared with a float, too many conditions on one event type)."""
+    found: list[EdgeCondition] = []
+    for part, plus_inner in _order_conjuncts(body, None):
+        found.append(_condition(part, plus_inner, nfa))
+    check_registers(found, nfa)
+    return tuple(found)
+
+
+def has_order_comparisons(body: Pattern) -> bool:
+    """Whether ``body``'s filters compare occurrences by order or ``!=``."""
+    return bool(_order_conjuncts(body, None))
+
+
+def _order_conjuncts(node: Pattern, plus_inner: Pattern | None) -> list[tuple[Compare, Pattern | None]]:
+    """The order comparisons of the (non-post) filters in ``node``, each with the body of
+    the innermost plus around it."""
+    out: list[tuple[Compare, Pattern | None]] = []
+    if isinstance(node, Filter) and not node.post_filter:
+        parts = conjuncts(node.predicate)
+        out += [(p, plus_inner) for p in parts if isinstance(p, Compare) and is_order_comparison(p)]
+    inner = node.inner if isinstance(node, Plus) else plus_inner
+    for child in node.children():
+        out += _order_conjuncts(child, inner)
+    return out
+
+
+def _way_out(part: Expr[Any]) -> str:
+    return f"write where({part!r}, post_filter=True) to check it on complete matches instead"
+
+
+def _condition(part: Compare, plus_inner: Pattern | None, nfa: Nfa) -> EdgeCondition:
+    left, right = occurrence_read(part.left), occurrence_read(part.right)
+    assert left is not None and right is not None
+    kinds = {_KINDS.get(part.left.dtype), _KINDS.get(part.right.dtype)}
+    if None in kinds:
+        raise UnsupportedError(f"{part!r}: the engine compares numbers and times between occurrences; {_way_out(part)}")
+    if len(kinds) > 1:
+        raise UnsupportedError(
+            f"{part!r} compares an int with a float between occurrences, which the engine does "
+            f"not index yet; {_way_out(part)}"
+        )
+    kind = kinds.pop()
+    assert kind is not None
+    if left[1] or right[1]:  # a trend: one side reads prev(b)
+        prev_side, now_side = (part.left, part.right) if left[1] else (part.right, part.left)
+        var = left[0]
+        beta = _single_atom(nfa, var, part)
+        if beta not in nfa.follow.get(beta, ()) or not _one_atom(plus_inner):
+            raise UnsupportedError(
+                f"{part!r}: the engine evaluates prev() inside a plus() over one event "
+                f"(plus(b.where(...))); {_way_out(part)}"
+            )
+        op = part.op if prev_side is part.left else _FLIP[part.op]
+        return EdgeCondition(beta, beta, _plain(prev_side), op, now_side, kind, repr(part))
+    alpha, beta = _single_atom(nfa, left[0], part), _single_atom(nfa, right[0], part)
+    if _adjacent(nfa, alpha, beta):  # left is the earlier occurrence: the register
+        return EdgeCondition(alpha, beta, part.left, part.op, part.right, kind, repr(part))
+    if _adjacent(nfa, beta, alpha):
+        return EdgeCondition(beta, alpha, part.right, _FLIP[part.op], part.left, kind, repr(part))
+    raise UnsupportedError(
+        f"{part!r}: the engine evaluates comparisons between occurrences that follow each "
+        f"other directly in every match (seq(a, b).where(b.x > a.y)), and trends with prev(); "
+        f"{_way_out(part)}"
+    )
+
+
+def _single_atom(nfa: Nfa, var: str | None, part: Expr[Any]) -> int:
+    atoms = [a.index for a in nfa.atoms if var in a.labels and not a.negated]
+    if len(atoms) != 1:
+        raise UnsupportedError(
+            f"{part!r}: {var!r} stands for {len(atoms)} events of the pattern; the engine "
+            f"compares occurrences of one event each; {_way_out(part)}"
+        )
+    return atoms[0]
+
+
+def _one_atom(node: Pattern | None) -> bool:
+    while isinstance(node, (As, Filter)):
+        node = node.inner
+    return isinstance(node, Atom)
+
+
+def _reaches(nfa: Nfa, a: int, b: int) -> bool:
+    """Whether a path of one or more edges leads from atom a to atom b."""
+    seen: set[int] = set()
+    todo = list(nfa.follow.get(a, ()))
+    while todo:
+        x = todo.pop()
+        if x == b:
+            return True
+        if x not in seen:
+            seen.add(x)
+            todo.extend(nfa.follow.get(x, ()))
+    return False
+
+
+def _adjacent(nfa: Nfa, alpha: int, beta: int) -> bool:
+    """Whether every run reaches β straight from α, and neither repeats."""
+    into_beta = {a for a, targets in nfa.follow.items() if beta in targets}
+    return (
+        into_beta == {alpha}
+        and beta not in nfa.first
+        and not _reaches(nfa, alpha, alpha)
+        and not _reaches(nfa, beta, beta)
+    )
+
+
+def check_registers(found: list[EdgeCondition], nfa: Nfa) -> None:
+    """A deterministic state holds the atoms that read one event, so its runs have one
+    register only if the conditions leaving atoms of one event type share it."""
+    by_type: dict[str, list[EdgeCondition]] = {}
+    for cond in found:
+        by_type.setdefault(nfa.atoms[cond.source].event, []).append(cond)
+    for event, conds in by_type.items():
+        keys = sorted({c.register_key for c in conds})
+        if len(keys) > 1:
+            raise UnsupportedError(
+                f"the comparisons {[c.text for c in conds]} order runs after a {event} event by "
+                f"different values ({', '.join(keys)}); the engine orders them by one. Write "
+                f"all but one with where(..., post_filter=True)"
+            )
+        if len(conds) > MAX_CONDITIONS_PER_TYPE:
+            raise UnsupportedError(
+                f"at most {MAX_CONDITIONS_PER_TYPE} comparisons between occurrences may leave "
+                f"{event} events; write the others with where(..., post_filter=True)"
+            )
