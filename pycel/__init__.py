@@ -22,7 +22,7 @@ from pycel.data.matches import Match, Matches
 from pycel.dsl import Pattern, absent, not_, plus, seq
 from pycel.engine import CompiledQuery, Stream, compile
 from pycel.errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
-from pycel.language.events import Event, Field, Timestamp, alias
+from pycel.language.events import Event, Field, Timestamp, alias, prev
 from pycel.language.expr import Expr
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "alias",
     "not_",
     "plus",
+    "prev",
     "reference",
     "seq",
 ]

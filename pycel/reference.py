@@ -33,10 +33,10 @@ from pycel.data.matches import Match, Matches
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import DataError
 from pycel.language.absence import seq_chain
-from pycel.language.checks import check, event_types, is_equality_join
+from pycel.language.checks import check, event_types, is_equality_join, trend_conditions
 from pycel.language.clauses import QuerySpec, split_query
-from pycel.language.evaluate import eval_scalar
-from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts
+from pycel.language.evaluate import eval_scalar, prev_key
+from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, reads_prev
 from pycel.runtime.keys import inexact_join_error
 
 Valuation = frozenset[tuple[str, int]]
@@ -71,7 +71,9 @@ def _holds(pred: Expr[bool], v: Valuation, stream: _Stream, post: bool = False) 
 
     A post-filter whose integer arithmetic leaves int64 keeps the valuation: that is an
     error only if a complete match includes it (:func:`_check_post_filters`). Unary
-    filters were checked on every event before (:func:`_check_overflow`).
+    filters were checked on every event before (:func:`_check_overflow`). Trend
+    conditions (conjuncts reading ``prev(x)``) are skipped: one iteration cannot decide
+    them, the enclosing ``plus`` checks them (:func:`_trend_holds`).
     """
     if post:
         try:
@@ -79,8 +81,40 @@ def _holds(pred: Expr[bool], v: Valuation, stream: _Stream, post: bool = False) 
         except DataError:
             return True
     for part in conjuncts(pred):
+        if reads_prev(part):
+            continue
         if not all(eval_scalar(part, env) is True for env in _combinations(part, v, stream)):
             return False
+    return True
+
+
+def _bound(var: str | None, v: Valuation) -> list[int]:
+    return [p for x, p in v if x == var]
+
+
+def _trend_holds(
+    conditions: Sequence[Expr[bool]], previous: Valuation, new: Valuation, stream: _Stream
+) -> bool:
+    """Whether each trend condition holds for every combination of the events ``new`` (an
+    iteration of a plus) binds to the variables it reads and the events ``previous`` (the
+    iteration before) binds to the ``prev(x)`` it reads. Integer arithmetic that leaves
+    int64 is a DataError naming the new iteration's last event."""
+    for part in conditions:
+        # environment key -> the positions it ranges over
+        sources = {
+            (prev_key(a.var) if a.prev else a.var): _bound(a.var, previous if a.prev else new)
+            for a in attributes_in(part)
+        }
+        combos: list[dict[object, dict[str, Any]]] = [{}]
+        for key, bound in sources.items():
+            combos = [{**c, key: stream.events[p][1]} for c in combos for p in bound]
+        for env in combos:
+            try:
+                value = eval_scalar(part, env)
+            except DataError as err:
+                raise _overflow(f"{err} (trend condition {part!r})", max(_positions(new)), part) from None
+            if value is not True:
+                return False
     return True
 
 
@@ -115,7 +149,9 @@ def _scoped_predicates(
     if isinstance(node, As):
         labels = labels | {node.var}
     if isinstance(node, Filter) and not node.post_filter:
-        pending = pending + tuple(p for p in conjuncts(node.predicate) if len(p.variables()) <= 1)
+        pending = pending + tuple(
+            p for p in conjuncts(node.predicate) if len(p.variables()) <= 1 and not reads_prev(p)
+        )
     return [f for child in node.children() for f in _scoped_predicates(child, labels, pending)]
 
 
@@ -242,19 +278,47 @@ def _denote(node: Pattern, stream: _Stream) -> set[Valuation]:
         left, right = _denote(node.left, stream), _denote(node.right, stream)
         return _guard({a | b for a in left for b in right})
     if isinstance(node, Plus):
-        once = _denote(node.inner, stream)
-        result, frontier = set(once), set(once)
-        while frontier:
-            grown = {a | b for a in frontier for b in once if stream.follows(a, b, node.contiguous)}
-            frontier = _guard(grown - result)
-            result |= frontier
-        return result
+        return _denote_plus(node, stream)
     if isinstance(node, As):
         return {v | {(node.var, p) for p in _positions(v)} for v in _denote(node.inner, stream)}
     if isinstance(node, Filter):
         post = node.post_filter
         return {v for v in _denote(node.inner, stream) if _holds(node.predicate, v, stream, post)}
     raise TypeError(f"the reference evaluator does not know {node!r}")
+
+
+def _denote_plus(node: Plus, stream: _Stream) -> set[Valuation]:
+    """``inner+``: unions of iterations in sequence, each appended iteration satisfying the
+    plus's trend conditions against the one before (the first holds them vacuously).
+    Trends need the last iteration, which the union forgets, so the fixpoint runs over
+    pairs (valuation so far, its last iteration)."""
+    once = _denote(node.inner, stream)
+    trends = trend_conditions(node)
+    if not trends:  # no previous iteration is read: plain unions
+        result, frontier = set(once), set(once)
+        while frontier:
+            grown = {a | b for a in frontier for b in once if stream.follows(a, b, node.contiguous)}
+            frontier = _guard(grown - result)
+            result |= frontier
+        return result
+    seen: set[tuple[Valuation, Valuation]] = {(v, v) for v in once}
+    runs = set(seen)
+    while runs:
+        grown_runs = {
+            (a | b, b)
+            for a, last in runs
+            for b in once
+            if stream.follows(a, b, node.contiguous) and _trend_holds(trends, last, b, stream)
+        }
+        runs = _guard_pairs(grown_runs - seen)
+        seen |= runs
+    return _guard({v for v, _ in seen})
+
+
+def _guard_pairs(pairs: set[tuple[Valuation, Valuation]]) -> set[tuple[Valuation, Valuation]]:
+    if len(pairs) > MAX_VALUATIONS:
+        raise RuntimeError("the reference evaluator is for small streams: too many partial matches")
+    return pairs
 
 
 def _denote_chain(chain: list[tuple[Pattern, bool]], stream: _Stream) -> set[Valuation]:

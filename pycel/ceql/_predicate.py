@@ -6,6 +6,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
+
 from pycel.errors import PatternError
 from pycel.language.events import Event, event_name
 from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
@@ -58,7 +60,8 @@ class PredicateParser:
     """``or := and (OR and)*; and := not (AND not)*; not := NOT not | comparison;
     comparison := sum [(= | != | < | …) sum | [NOT] IN {…} | IN RANGE(a, b) | [NOT] LIKE 's'];
     sum := product ((+|-) product)*; product := unary ((*|/|%) unary)*;
-    unary := (-|+) unary | number | string | TRUE | FALSE | (or) | attr | var.attr``"""
+    unary := (-|+) unary | number | string | TRUE | FALSE | (or) | attr | var.attr
+    | PREV(var)[attr]`` (``PREV`` is recognised before ``(`` only, and not back-quoted)."""
 
     def __init__(
         self, cur: Cursor, types: Iterable[type[Event]], var: str, scope: Scope, negated: bool
@@ -245,6 +248,8 @@ class PredicateParser:
             inner = self.disjunction()
             cur.expect_op(")", "')' or an operator")
             return inner
+        if tok.kind == "ident" and tok.text.upper() == "PREV" and cur.at_op("(", k=1):
+            return self.previous()
         if tok.kind == "ident":
             cur.next()
             if cur.at_op(".") and cur.peek(1).kind == "ident":
@@ -252,6 +257,23 @@ class PredicateParser:
                 return self.attribute(tok.value, cur.next(), qualifier=tok)
             return self.attribute(self.var, tok)
         raise cur.error("expected an attribute, a number, a string, TRUE, FALSE or '('")
+
+    def previous(self) -> Attr[Any]:
+        """``PREV(x)[attr]``: attribute ``attr`` of x's occurrence in the previous iteration
+        of the ``+`` that binds x (a trend; the static checks say where it may stand)."""
+        cur = self.cur
+        keyword = cur.next()
+        if self.negated:
+            raise PatternError(
+                located("inside NOT(…), a filter is about one event: it cannot read PREV(…)", keyword)
+            )
+        cur.expect_op("(", "'(' after PREV")
+        var_tok = cur.expect_ident("a variable name (PREV(x)[attribute])")
+        cur.expect_op(")", "')' after PREV(x")
+        cur.expect_op("[", "'[' after PREV(x) (PREV(x)[attribute])")
+        name_tok = cur.expect_ident("an attribute name (PREV(x)[attribute])")
+        cur.expect_op("]", "']' after PREV(x)[attribute")
+        return attrs.evolve(self.attribute(var_tok.value, name_tok, qualifier=var_tok), prev=True)
 
     def attribute(self, var: str, tok: Token, qualifier: Token | None = None) -> Attr[Any]:
         name: str = tok.value

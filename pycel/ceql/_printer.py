@@ -11,6 +11,8 @@ import math
 import re
 from typing import Any
 
+import attrs
+
 from pycel.dsl import (
     Absent,
     And,
@@ -184,7 +186,7 @@ def _negated(node: NotAtom) -> tuple[str, int]:
         others = node.predicate.variables() - {node.var}
         if others:
             raise UnsupportedError(f"{node!r}: a negated atom's filter can only read the negated event")
-        pred = node.predicate._map(lambda a: Attr(name, a.name, a.dtype, a.owner))
+        pred = node.predicate._map(lambda a: attrs.evolve(a, var=name))
         inner += f" FILTER {quote_ident(name)}[{expr_to_ceql(pred, name)}]"
     if node.var == f"not_{name}":
         return f"NOT({inner})", _PRIMARY
@@ -248,6 +250,8 @@ def _expr(e: Expr[Any], home: str) -> tuple[str, int]:
         if e.var is None:
             raise UnsupportedError(f"{e!r} is not bound to a variable")
         name = quote_ident(e.name)
+        if e.prev:
+            return f"PREV({quote_ident(e.var)})[{name}]", _P_PRIMARY
         return (name if e.var == home else f"{quote_ident(e.var)}.{name}"), _P_PRIMARY
     if isinstance(e, Const):
         return _literal(e.value)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import warnings
 
-from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Pattern, Seq
+from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Pattern, Plus, Seq
 from pycel.errors import PatternError
 
 from .absence import check_absences, seq_chain
 from .clauses import QuerySpec
 from .events import Event, event_name
-from .expr import Compare, Expr, attributes_in, conjuncts
+from .expr import Compare, Expr, attributes_in, conjuncts, reads_prev
 
 
 class PatternWarning(UserWarning):
@@ -57,8 +57,9 @@ def _declares(types: set[type[Event] | None], attr: str) -> bool:
 
 
 def is_equality_join(pred: Expr[bool]) -> bool:
-    """Whether ``pred`` is ``x.a == y.b`` between two different occurrences."""
-    if not (isinstance(pred, Compare) and pred.op == "=="):
+    """Whether ``pred`` is ``x.a == y.b`` between two different occurrences (of the same
+    match: a trend condition, which reads a previous iteration, is not a join)."""
+    if not (isinstance(pred, Compare) and pred.op == "==") or reads_prev(pred):
         return False
     left, right = pred.left.variables(), pred.right.variables()
     return len(left) == 1 and len(right) == 1 and left != right
@@ -80,8 +81,8 @@ def _check_filter(node: Filter, outer: dict[str, set[type[Event] | None]] | None
     if node.post_filter:
         return
     for part in conjuncts(node.predicate):
-        if len(part.variables()) <= 1 or is_equality_join(part):
-            continue
+        if len(part.variables()) <= 1 or is_equality_join(part) or reads_prev(part):
+            continue  # a trend condition (prev) is checked by _check_trend
         raise PatternError(
             f"{part!r} relates several occurrences but is not an equality between two of "
             "them; pycel evaluates unary filters and equality joins with its delay "
@@ -135,11 +136,16 @@ def _warn_repeated_aliases(body: Pattern) -> None:
     )
 
 
-def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]]) -> None:
+def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]], plus: Plus | None = None) -> None:
+    """Check the filters below ``node`` (``plus``: the innermost ``plus`` around it)."""
     if isinstance(node, Filter):
         _check_filter(node)
+        _check_trend(node, plus)
     if isinstance(node, NotAtom) and node.predicate is not None:
+        _refuse_prev(node.predicate, node)
         _check_filter(Filter(Atom(node.event, node.var), node.predicate))
+    if isinstance(node, Plus):
+        plus = node
     if isinstance(node, Seq):
         # A sequence's absences may correlate with the variables its parts bind.
         parts = [part for part, _ in seq_chain(node)]
@@ -151,10 +157,10 @@ def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]]) -> None
             if isinstance(part, Absent):
                 _check_absence(part, scope, everything)
             else:
-                _walk(part, everything)
+                _walk(part, everything, plus)
         return
     for child in node.children():
-        _walk(child, everything)
+        _walk(child, everything, plus)
 
 
 def _check_absence(
@@ -162,12 +168,89 @@ def _check_absence(
 ) -> None:
     if node.predicate is None:
         return
+    _refuse_prev(node.predicate, node)
     if node.var in everything:
         raise PatternError(
             f"in {node!r}, {node.var!r} is also a variable of the pattern, so its filter would "
             "be ambiguous: name the absent event with an alias (pycel.alias(...))"
         )
     _check_filter(Filter(Atom(node.event, node.var), node.predicate), scope)
+
+
+def _refuse_prev(predicate: Expr[bool], node: Pattern) -> None:
+    """A negated atom's or an absence's filter is about one event: no previous iteration."""
+    if reads_prev(predicate):
+        raise PatternError(
+            f"{node!r} reads prev(): a trend condition compares iterations of pycel.plus(...) "
+            "and belongs in a where() inside it, not in the filter of a negated or absent event"
+        )
+
+
+def _bound_outside(node: Pattern, target: Pattern) -> set[str]:
+    """The variables that ``node`` binds other than inside its subpattern ``target``."""
+    if node is target:
+        return set()
+    if isinstance(node, (Atom, NotAtom)):
+        return {node.var}
+    out = set().union(*(_bound_outside(c, target) for c in node.children()))
+    return out | {node.var} if isinstance(node, As) else out
+
+
+def _check_trend(node: Filter, plus: Plus | None) -> None:
+    """The trend conditions of ``node`` (conjuncts reading ``prev(x)``) must stand inside
+    ``plus`` (the innermost plus around ``node``), read the current iteration too, and read
+    variables that the repeated pattern binds only inside ``node``: then "the previous
+    iteration's x" is the previous iteration's match of ``node``'s pattern."""
+    for part in (c for c in conjuncts(node.predicate) if reads_prev(c)):
+        if node.post_filter:
+            raise PatternError(
+                f"{part!r} reads prev(), which a post-filter (post_filter=True) cannot: write "
+                "the trend condition in a plain where() inside pycel.plus(...)"
+            )
+        if plus is None:
+            hint = (
+                " (write the condition inside the plus: plus(b.where(b.x > prev(b).x)), "
+                "not plus(b).where(...))"
+                if isinstance(node.inner, Plus)
+                else ", e.g. plus(b.where(b.x > prev(b).x))"
+            )
+            raise PatternError(
+                f"{part!r} compares with the previous iteration (prev), so it must be a "
+                f"condition on the repeated pattern inside pycel.plus(...){hint}; "
+                f"{node.inner!r} is not inside a plus"
+            )
+        if all(a.prev for a in attributes_in(part)):
+            raise PatternError(
+                f"{part!r} reads only the previous iteration; a trend condition compares it "
+                "with the current one (e.g. b.x > prev(b).x)"
+            )
+        shared = sorted({str(a.var) for a in attributes_in(part)} & _bound_outside(plus.inner, node))
+        if shared:
+            raise PatternError(
+                f"{part!r} compares iterations of {plus!r}, but {shared} is also bound elsewhere "
+                "in the repeated pattern, so its previous occurrence would be ambiguous; give "
+                "the occurrence the condition is about an alias of its own"
+            )
+
+
+def trend_conditions(node: Plus) -> list[Expr[bool]]:
+    """The trend conditions ``node`` checks between consecutive iterations: the conjuncts
+    reading ``prev(x)`` of the filters inside it, but not inside a nested plus (those
+    compare that plus's iterations).
+
+    Example: ``trend_conditions(plus(b.where((b.x > prev(b).x) & (b.y > 0))))`` is
+    ``[b.x > prev(b).x]``.
+    """
+    found: list[Expr[bool]] = []
+    todo: list[Pattern] = [node.inner]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, Plus):
+            continue
+        if isinstance(part, Filter):
+            found.extend(c for c in conjuncts(part.predicate) if reads_prev(c))
+        todo.extend(part.children())
+    return found
 
 
 def _types_in_order(node: Pattern) -> list[type[Event]]:

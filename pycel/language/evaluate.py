@@ -51,13 +51,22 @@ def _scalar_const(value: Any) -> Any:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-def eval_scalar(e: Expr[Any], env: Mapping[str | None, Mapping[str, Any]]) -> Any:
+def prev_key(var: str | None) -> tuple[str, str | None]:
+    """The environment key of the previous iteration's occurrence of ``var``."""
+    return ("prev", var)
+
+
+def eval_scalar(e: Expr[Any], env: Mapping[Any, Mapping[str, Any]]) -> Any:
     """Evaluate ``e`` with ``env[var][attribute]`` values; ``None`` propagates as unknown.
 
-    This is the literal, row-at-a-time semantics the reference evaluator uses.
+    This is the literal, row-at-a-time semantics the reference evaluator uses. ``env`` is
+    keyed by variable (``str | None``), and by :func:`prev_key` for trends: an
+    attribute of a previous iteration (``prev(b).price``) reads ``env[prev_key("b")]``,
+    so one environment holds both iterations: ``eval_scalar(b.price > prev(b).price,
+    {"b": {"price": 4.0}, prev_key("b"): {"price": 3.0}})`` is True.
     """
     if isinstance(e, Attr):
-        return env[e.var].get(e.name)
+        return env[prev_key(e.var) if e.prev else e.var].get(e.name)
     if isinstance(e, Const):
         return _scalar_const(e.value)
     if isinstance(e, Arith):

@@ -17,6 +17,9 @@ Example::
     b.price > 10            # an Expr[bool] over occurrence "b"
     Buy(name="X", price=3.0, time=1).price   # 3.0
 
+``prev(b)`` is the same occurrence in the previous iteration of a ``plus`` (a trend:
+``plus(b.where(b.price > prev(b).price))``).
+
 The operators (``Sell >> Buy``, ``Buy.where(...)``) build :mod:`pycel.dsl` patterns, so
 this module imports the DSL and not the other way round: the DSL recognises event types
 and aliases only by their ``__pycel_pattern__`` method (:mod:`pycel.language.patternlike`).
@@ -279,3 +282,61 @@ def alias(cls: type[E], name: str) -> type[E]:
     if not name.isidentifier():
         raise PatternError(f"alias name {name!r} must be an identifier")
     return cast("type[E]", Alias(cls, name))
+
+
+class PrevAlias:
+    """The previous iteration's occurrence of an alias; see :func:`prev`. Only its
+    attributes are meaningful (``prev(b).price``): it is not a pattern."""
+
+    #: Marks it for the expression builder, which refuses it where a value is expected.
+    previous_occurrence = True
+
+    def __init__(self, cls: type[Event], var: str) -> None:
+        self._cls = cls
+        self._var = var
+
+    def __pycel_pattern__(self) -> Pattern:
+        raise PatternError(
+            f"{self!r} is the previous iteration's {self._var!r}, usable only in conditions "
+            f"({self!r}.attribute); it is not a pattern: use the alias {self._var!r} itself"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        cls = self.__dict__["_cls"]
+        if name in cls.__fields__:
+            return Attr(self._var, name, cls.__fields__[name], event_name(cls), prev=True)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if hasattr(Atom, name):  # where, within, …: a pattern method
+            self.__pycel_pattern__()
+        raise UnknownAttributeError(
+            f"{self!r} reads occurrence {self._var!r} of event type {event_name(cls)}, which has "
+            f"no attribute {name!r}; its attributes are {sorted(cls.__fields__)}"
+        )
+
+    def __repr__(self) -> str:
+        return f"prev({self._var})"
+
+
+def prev(occurrence: type[E]) -> type[E]:
+    """The previous iteration's occurrence of ``occurrence`` (an alias), for trends.
+
+    Inside ``pycel.plus(p)``, a condition may compare an occurrence bound in ``p`` with the
+    same occurrence in the previous iteration; the first iteration has none, and there the
+    condition holds. Typed like :func:`alias`, so ``pycel.prev(b).price`` is an
+    ``Expr[float]``.
+
+    Example (a rising trend)::
+
+        b = pycel.alias(Stock, "b")
+        rising = pycel.plus(b.where(b.price > pycel.prev(b).price))
+    """
+    if isinstance(occurrence, Alias):
+        return cast("type[E]", PrevAlias(occurrence._cls, occurrence._var))
+    if isinstance(occurrence, type) and issubclass(occurrence, Event):
+        name = event_name(occurrence)
+        raise PatternError(
+            f"prev() needs a named occurrence, not the event type {name}: name it with "
+            f'pycel.alias({name}, "x") and use prev(x)'
+        )
+    raise PatternError(f'prev() takes an alias (pycel.alias(T, "x")), got {occurrence!r}')

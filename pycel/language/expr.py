@@ -217,6 +217,8 @@ class Expr(Generic[T_co]):
 def _lift(value: Any) -> Expr[Any]:
     if isinstance(value, Expr):
         return value
+    if getattr(type(value), "previous_occurrence", False):  # pycel.prev(b) itself
+        raise PatternError(f"{value!r} is an occurrence, but a value was expected: read an attribute of it")
     if isinstance(value, type) or hasattr(value, "__pycel_pattern__"):
         raise PatternError(f"{value!r} is a pattern, but a value or attribute was expected")
     return Const(value)
@@ -253,13 +255,16 @@ class Attr(Expr[T_co]):
     """An attribute of an event occurrence, e.g. ``s.price`` or ``Stock.price``.
 
     ``var`` is the occurrence variable (``None`` for class-level access until the pattern
-    binds it); ``owner`` the event type the attribute was read from.
+    binds it); ``owner`` the event type the attribute was read from. ``prev``: the
+    attribute of ``var``'s occurrence in the *previous* iteration of the ``plus`` that
+    binds it (``pycel.prev(b).price``, a trend condition; docs/semantics.md, Trends).
     """
 
     var: str | None
     name: str
     dtype: str
     owner: str
+    prev: bool = False
 
     def variables(self) -> frozenset[str | None]:
         return frozenset([self.var])
@@ -268,6 +273,8 @@ class Attr(Expr[T_co]):
         return f(self)
 
     def __repr__(self) -> str:
+        if self.prev:
+            return f"prev({self.var or self.owner}).{self.name}"
         return f"{self.var or self.owner}.{self.name}"
 
 
@@ -450,3 +457,14 @@ def attributes_in(e: Expr[Any]) -> list[Attr[Any]]:
     if isinstance(e, Attr):
         return [e]
     return [a for c in e.children() for a in attributes_in(c)]
+
+
+def reads_prev(e: Expr[Any]) -> bool:
+    """Whether ``e`` reads a previous iteration's attribute (``pycel.prev(b).price``).
+
+    Example: ``reads_prev(b.price > pycel.prev(b).price)`` is True, ``reads_prev(b.price > 3)``
+    False.
+    """
+    if isinstance(e, Attr):
+        return e.prev
+    return any(reads_prev(c) for c in e.children())

@@ -3,7 +3,7 @@
 imports it and runs it, so every pattern here is valid at runtime too.
 
 It exercises: event types with every field type, inheritance and ``__event_name__``,
-aliases, ``seq``/``>>``/``|``/``&``/``plus``/``not_``, ``where`` with comparisons,
+aliases, ``seq``/``>>``/``|``/``&``/``plus``/``not_``, trends (``prev``), ``where`` with comparisons,
 connectives, ``isin``/``not_in``/``between``/``like``/``matches`` and arithmetic,
 ``as_``, every ``within`` form, ``partition_by``, ``select``, ``strategy``, ``consume``,
 ``limit``, and reading results from ``Matches``.
@@ -52,6 +52,8 @@ def patterns() -> dict[str, Pattern]:
     arithmetic: pycel.Expr[bool] = b.price * b.volume > 1e3
     dated: pycel.Expr[bool] = s.at >= datetime(2024, 1, 1)
     joined: pycel.Expr[bool] = (s.name == b.name) & (s.volume == b.volume)
+    previous_price: pycel.Expr[float] = pycel.prev(b).price  # b in the previous iteration
+    rising: pycel.Expr[bool] = b.price > previous_price
 
     # ``Buy | Sell`` must be annotated: mypy reads an unannotated ``x = Buy | Sell``
     # as a type alias (types.UnionType), not as pycel's operator.
@@ -63,6 +65,7 @@ def patterns() -> dict[str, Pattern]:
         "conjunction": (Buy & Sell).where(Buy.name == Sell.name),
         "either": seq(either, Halt).within(events=10),
         "kleene": seq(s, plus(b.where(named)), Halt.as_("h")).where(b.name == s.name),
+        "trend": seq(s, plus(b.where(rising)), Halt),
         "contiguous": seq(s, b, contiguous=True) >> plus(b2, contiguous=True),
         "negation": seq(s, not_(Buy.where(Buy.price > 100), "nb"), b2),
         "filters": b.where(ranged & arithmetic & b.name.matches("[A-Z]+")),
