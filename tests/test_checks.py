@@ -138,12 +138,10 @@ def test_partition_key_no_type_has() -> None:
     run_check(seq(A, Door).partition_by(Ev.x))  # one type having it is enough (Door: null key)
 
 
-# -- correlation: unary filters and equality joins only, unless post_filter ---------------
+# -- correlation: unary filters, equality joins and order comparisons, unless post_filter --
 @pytest.mark.parametrize(
     "predicate",
     [
-        a.x < b.x,
-        a.x != b.x,
         a.x + b.x == 3,
         (a.x == b.x) | (a.s == "k"),
         ~(a.x == b.x),
@@ -156,9 +154,14 @@ def test_non_equality_multi_variable_predicate_needs_post_filter(predicate: Any)
     with pytest.raises(PatternError) as err:
         run_check(p)
     message = str(err.value)
-    assert message.startswith(f"{predicate!r} relates several occurrences but is not an equality")
+    assert message.startswith(f"{predicate!r} relates several occurrences but is neither an equality")
     assert "post_filter=True" in message and "delay guarantee" in message
     run_check(seq(a, b).where(predicate, post_filter=True))
+
+
+@pytest.mark.parametrize("predicate", [a.x < b.x, a.x != b.x, b.x * 2 >= a.x + 1], ids=repr)
+def test_order_comparisons_between_occurrences_are_accepted(predicate: Any) -> None:
+    run_check(seq(a, b).where(predicate))  # the planner puts them on the automaton's edges
 
 
 def test_equality_joins_and_unary_conjuncts_are_accepted() -> None:

@@ -18,6 +18,7 @@ from pycel.errors import PatternError
 
 from .absence import check_absences, seq_chain
 from .clauses import QuerySpec
+from .comparisons import is_order_comparison
 from .events import Event, event_name
 from .expr import Compare, Expr, attributes_in, conjuncts, reads_prev
 
@@ -83,10 +84,13 @@ def _check_filter(node: Filter, outer: dict[str, set[type[Event] | None]] | None
     for part in conjuncts(node.predicate):
         if len(part.variables()) <= 1 or is_equality_join(part) or reads_prev(part):
             continue  # a trend condition (prev) is checked by _check_trend
+        if is_order_comparison(part):
+            continue  # the planner puts it on the automaton's edges, or says why not
         raise PatternError(
-            f"{part!r} relates several occurrences but is not an equality between two of "
-            "them; pycel evaluates unary filters and equality joins with its delay "
-            "guarantee. Split it into such conditions, or pass where(..., post_filter=True) "
+            f"{part!r} relates several occurrences but is neither an equality nor an order "
+            "comparison between two of them (each side reading one occurrence); pycel "
+            "evaluates those with its delay guarantee. Split it into such conditions, or "
+            "pass where(..., post_filter=True) "
             "to check it on complete matches (exact, but without the delay guarantee)"
         )
 

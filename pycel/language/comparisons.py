@@ -20,15 +20,10 @@ from .expr import Compare, Expr, attributes_in
 ORDER_OPS = ("<", "<=", ">", ">=", "!=")
 
 
-def reads_previous(e: Expr[Any]) -> bool:
-    """Whether ``e`` reads a previous iteration's occurrence (``prev(b).x``)."""
-    return any(getattr(a, "prev", False) for a in attributes_in(e))
-
-
 def occurrence_read(e: Expr[Any]) -> tuple[str | None, bool] | None:
     """(variable, whether of the previous iteration) of an expression that reads exactly
     one occurrence, else None."""
-    found = {(a.var, bool(getattr(a, "prev", False))) for a in attributes_in(e)}
+    found = {(a.var, a.prev) for a in attributes_in(e)}
     return next(iter(found)) if len(found) == 1 else None
 
 

@@ -25,8 +25,8 @@ import attrs
 
 from pycel.dsl import As, Atom, Filter, Pattern, Plus
 from pycel.errors import UnsupportedError
-from pycel.language.comparisons import is_order_comparison, occurrence_read, reads_previous
-from pycel.language.expr import Compare, Expr, conjuncts
+from pycel.language.comparisons import is_order_comparison, occurrence_read
+from pycel.language.expr import Compare, Expr, conjuncts, reads_prev
 
 from .automaton import Nfa
 
@@ -63,7 +63,7 @@ def _unbound(e: Expr[Any]) -> str:
 
 def _plain(e: Expr[Any]) -> Expr[Any]:
     """``e`` reading the occurrence itself (``prev(b).x`` → ``b.x``)."""
-    if not reads_previous(e):
+    if not reads_prev(e):
         return e
     result: Expr[Any] = e._map(lambda a: attrs.evolve(a, prev=False))
     return result
@@ -109,7 +109,9 @@ def _condition(part: Compare, plus_inner: Pattern | None, nfa: Nfa) -> EdgeCondi
     assert left is not None and right is not None
     kinds = {_KINDS.get(part.left.dtype), _KINDS.get(part.right.dtype)}
     if None in kinds:
-        raise UnsupportedError(f"{part!r}: the engine compares numbers and times between occurrences; {_way_out(part)}")
+        raise UnsupportedError(
+            f"{part!r}: the engine compares numbers and times between occurrences; {_way_out(part)}"
+        )
     if len(kinds) > 1:
         raise UnsupportedError(
             f"{part!r} compares an int with a float between occurrences, which the engine does "

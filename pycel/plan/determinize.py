@@ -138,7 +138,8 @@ class Dfa:
         if adjacent and (sid == 0 or not self.contiguous):
             return []
         conds = self.state_conditions(sid) if sid != 0 else []
-        return [m for outcome in range(1 << len(conds)) for m in self._step_on(sid, bits, adjacent, conds, outcome)]
+        outcomes = range(1 << len(conds))
+        return [m for outcome in outcomes for m in self._step_on(sid, bits, adjacent, conds, outcome)]
 
     def _step_on(
         self, sid: int, bits: int, adjacent: bool, conds: list[int], outcome: int
