@@ -23,8 +23,8 @@ import numpy.typing as npt
 from pycel.errors import UnsupportedError
 from pycel.jit.ordered import run_batch_ordered
 from pycel.jit.runtime import run_batch
-from pycel.jit.treap import TREAP_ROWS
 from pycel.jit.structs import DfaArrays, flags, ints
+from pycel.jit.treap import TREAP_ROWS
 from pycel.plan.determinize import Dfa, DfaTables
 from pycel.plan.planner import Plan
 from pycel.runtime.predicates import ClassTable
@@ -140,11 +140,11 @@ class SequentialRunner:
         return self._run(batch, class_ids, t)
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
+        inputs = (self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
-            ordered = ordered_tables(self.plan, t, batch.batch)
-            step = run_batch_ordered(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t), ordered)
+            step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch))
         else:
-            step = run_batch(self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
+            step = run_batch(*inputs)
         self.store.keep(step.store)
         return RawMatches.of(step.out)
 

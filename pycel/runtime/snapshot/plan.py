@@ -22,9 +22,9 @@ from typing import Any
 
 from pycel.data.ingest import Schema, all_event_types
 from pycel.errors import DataError, UnsupportedError
+from pycel.language.comparisons import ORDER_OPS
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
-from pycel.language.comparisons import ORDER_OPS
 from pycel.plan.automaton import AtomState, Nfa
 from pycel.plan.conditions import EdgeCondition, check_registers
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
