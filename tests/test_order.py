@@ -75,6 +75,18 @@ def test_rising_trend_and_v_shape() -> None:
     assert _check(v_shape, events) > 0
 
 
+def test_comparison_with_a_monotone_plus_after_it() -> None:
+    """``b.x > a.x`` for every b of a rising plus after a: the first b decides."""
+    a, b, c = pycel.alias(T0, "a"), pycel.alias(T0, "b"), pycel.alias(T1, "c")
+    events = _ticks([2, 1, 3, 0, 4, 5, 1, 6, 2]) + _ticks([0], T1) + _ticks([3, 7], T0) + _ticks([1], T1)
+    rising = pycel.plus(b.where(b.x >= pycel.prev(b).x))
+    assert _check(pycel.seq(a, rising, c).where(b.x > a.x).within(events=8), events) > 0
+    falling = pycel.plus(b.where(b.x < pycel.prev(b).x))
+    assert _check(pycel.seq(a, falling, c).where(b.x <= a.x).within(events=8), events) > 0
+    with pytest.raises(UnsupportedError):  # rising b's do not make b.x < a.x hold for all
+        pycel.compile(pycel.seq(a, rising, c).where(b.x < a.x))
+
+
 def test_not_equal_and_two_comparisons_on_one_edge() -> None:
     a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
     events = _ticks([1, 2, 2, 3, 1, 0, 2, 4])
@@ -156,6 +168,9 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
         if draw(st.integers(0, 3)) == 0:  # a trend
             trend = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(own)), getattr(pycel.prev(v), attr))
             parts.append(pycel.plus(v.where(trend)))
+            if previous is not None and draw(st.booleans()):  # every iteration against the event before
+                cond = _compare(draw(st.sampled_from(_OPS)), own, getattr(previous, attr))
+                parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
             previous = None
             continue
         parts.append(v.where(v.x != 3) if draw(st.integers(0, 4)) == 0 else v.__pycel_pattern__())

@@ -26,7 +26,7 @@ import attrs
 from pycel.dsl import As, Atom, Filter, Pattern, Plus
 from pycel.errors import UnsupportedError
 from pycel.language.comparisons import is_order_comparison, occurrence_read
-from pycel.language.expr import Compare, Expr, conjuncts, reads_prev
+from pycel.language.expr import Compare, Expr, conjuncts, expr_key, reads_prev
 
 from .automaton import Nfa
 
@@ -75,9 +75,12 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
     Raises :class:`UnsupportedError`, with the way out, for one the automaton cannot
     evaluate on an edge (its occurrences are not adjacent in every match, strings, an int
     compared with a float, too many conditions on one event type)."""
-    found: list[EdgeCondition] = []
-    for part, plus_inner in _order_conjuncts(body, None):
-        found.append(_condition(part, plus_inner, nfa))
+    parts = _order_conjuncts(body, None)
+    # Trends first: a monotone trend lets a comparison with the event before a plus stand
+    # on the plus's first edge only (see _implied_by_trend).
+    found = [_condition(p, inner, nfa, []) for p, inner in parts if reads_prev(p)]
+    trends = list(found)
+    found += [_condition(p, inner, nfa, trends) for p, inner in parts if not reads_prev(p)]
     check_registers(found, nfa)
     return tuple(found)
 
@@ -104,7 +107,9 @@ def _way_out(part: Expr[Any]) -> str:
     return f"write where({part!r}, post_filter=True) to check it on complete matches instead"
 
 
-def _condition(part: Compare, plus_inner: Pattern | None, nfa: Nfa) -> EdgeCondition:
+def _condition(
+    part: Compare, plus_inner: Pattern | None, nfa: Nfa, trends: list[EdgeCondition]
+) -> EdgeCondition:
     left, right = occurrence_read(part.left), occurrence_read(part.right)
     assert left is not None and right is not None
     kinds = {_KINDS.get(part.left.dtype), _KINDS.get(part.right.dtype)}
@@ -135,6 +140,13 @@ def _condition(part: Compare, plus_inner: Pattern | None, nfa: Nfa) -> EdgeCondi
         return EdgeCondition(alpha, beta, part.left, part.op, part.right, kind, repr(part))
     if _adjacent(nfa, beta, alpha):
         return EdgeCondition(beta, alpha, part.right, _FLIP[part.op], part.left, kind, repr(part))
+    for first, then, register, op, threshold in (
+        (alpha, beta, part.left, part.op, part.right),
+        (beta, alpha, part.right, _FLIP[part.op], part.left),
+    ):
+        cond = EdgeCondition(first, then, register, op, threshold, kind, repr(part))
+        if _implied_by_trend(nfa, cond, trends):
+            return cond
     raise UnsupportedError(
         f"{part!r}: the engine evaluates comparisons between occurrences that follow each "
         f"other directly in every match (seq(a, b).where(b.x > a.y)), and trends with prev(); "
@@ -170,6 +182,27 @@ def _reaches(nfa: Nfa, a: int, b: int) -> bool:
             seen.add(x)
             todo.extend(nfa.follow.get(x, ()))
     return False
+
+
+def _implied_by_trend(nfa: Nfa, cond: EdgeCondition, trends: list[EdgeCondition]) -> bool:
+    """Whether ``cond`` (α → β, β repeated by a plus right after α) holds for every
+    iteration once it holds for the first: a trend on β makes the compared value monotone
+    in the direction the comparison needs (``register < f(b)`` with f non-decreasing over
+    the iterations, ``register > f(b)`` with f non-increasing). Then it stands on α → β,
+    the plus's entry, alone, e.g. ``seq(a, plus(b.where(b.x > prev(b).x)), c)`` with
+    ``b.x > a.x``: the first b is the lowest."""
+    alpha, beta = cond.source, cond.target
+    into_beta = {a for a, targets in nfa.follow.items() if beta in targets}
+    if into_beta != {alpha, beta} or beta in nfa.first or _reaches(nfa, alpha, alpha):
+        return False
+    rising = {"<": ("<", "<="), "<=": ("<", "<="), ">": (">", ">="), ">=": (">", ">=")}.get(cond.op, ())
+    value = expr_key(cond.threshold)
+    return any(
+        t.source == beta == t.target
+        and t.op in rising
+        and expr_key(t.register) == value == expr_key(t.threshold)
+        for t in trends
+    )
 
 
 def _adjacent(nfa: Nfa, alpha: int, beta: int) -> bool:
