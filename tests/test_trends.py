@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,33 @@ def test_reference_v_shapes_match_a_brute_force(values: list[int]) -> None:
                     expected.add((fall, rise))
     found = {(mm["d"], mm["u"]) for mm in evaluate(v, events)}
     assert found == expected
+
+
+# -- the engine, where it runs trends ---------------------------------------------------------
+ENGINE_TRENDS = {
+    "rising": RISING,
+    "not falling": plus(b.where(b.price >= prev(b).price)),
+    "changing": plus(b.where(b.volume != prev(b).volume)),
+    "arithmetic": plus(b.where(b.price * 2 < prev(b).price + 1)),
+    "between marks": seq(m, plus(b.where((b.price > prev(b).price) & (b.volume > 0))), m.as_("e")),
+    "windowed": RISING.within(events=3),
+    "partitioned": RISING.partition_by("name"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_TRENDS))
+def test_engine_agrees_with_the_reference_where_it_runs_trends(name: str) -> None:
+    pattern = ENGINE_TRENDS[name]
+    query = pycel.compile(pattern)
+    rng = random.Random(name)
+    for _ in range(8):
+        events: list[pycel.Event] = []
+        for _ in range(rng.randint(1, 9)):
+            if rng.random() < 0.2:
+                events.append(Mark(name=rng.choice("XY")))
+            else:
+                price = rng.choice([None, 1.0, 2.0, 3.0])
+                events.append(Stock(name=rng.choice("XY"), price=price, volume=rng.randint(0, 2)))
+        expected = ordered([(mm.start, mm.end, mm.variables) for mm in evaluate(pattern, events)])
+        found = ordered([(mm.start, mm.end, mm.variables) for mm in query.run(events)])
+        assert found == expected, (name, events)
