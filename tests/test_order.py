@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pycel
+from pycel.ceql import parse_query, to_ceql, to_declaration
+from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
 from pycel.errors import UnsupportedError
 from pycel.reference import evaluate
@@ -136,6 +139,28 @@ def test_refusals_name_the_way_out(make: Any, words: str) -> None:
     with pytest.raises(UnsupportedError) as err:
         pycel.compile(pattern)
     assert words in str(err.value) and "post_filter=True" in str(err.value)
+
+
+def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        "SELECT * WHERE T0 AS a ; (T0 AS b FILTER b[x > PREV(b)[x]])+ ; T1 AS c "
+        "FILTER b[x > a.x] AND c[x != b.x + 1] WITHIN 8 EVENTS"
+    )
+    query = parse_query(text, TYPES)
+    events = _ticks([1, 0, 2, 3, 1, 4]) + _ticks([5, 2], T1) + _ticks([0, 1, 3], T0) + _ticks([2], T1)
+    with pytest.raises(UnsupportedError):  # c follows the last b only: c.x != b.x + 1 reads every b
+        pycel.compile(query)
+    query = parse_query(text.replace(" AND c[x != b.x + 1]", ""), TYPES)
+    found = _check(query, events)
+    assert found > 0 and _check(parse_query(to_ceql(query), TYPES), events) == found  # round trip
+    decl = tmp_path / "ticks.ceql"
+    decl.write_text(to_declaration(TYPES))
+    file = tmp_path / "q.ceql"
+    file.write_text(to_ceql(query))
+    assert cli_main(["explain", str(file), "-d", str(decl)]) == 0
+    out = capsys.readouterr().out
+    assert "b.x > a.x: indexed, on edge 0→1" in out and "ordered by a.x" in out
+    assert "1 if c0" in out and "engine: supported" in out
 
 
 # -- generated ----------------------------------------------------------------------------

@@ -74,10 +74,13 @@ def _atom_row(nfa: Nfa, atom: AtomState) -> list[str]:
 
 
 def _edge(nfa: Nfa, a: int, b: int) -> str:
-    """``b``, or ``b unless 0`` when absences 0… guard the edge a→b."""
+    """``b``, ``b unless 0`` when absences 0… guard the edge a→b, ``b if c0`` when
+    comparisons c0… stand on it."""
     mask = nfa.guards.get((a, b), 0)
     guards = [str(g) for g in range(len(nfa.guard_atoms)) if mask >> g & 1]
-    return f"{b} unless {'/'.join(guards)}" if guards else str(b)
+    text = f"{b} unless {'/'.join(guards)}" if guards else str(b)
+    conds = nfa.edge_conditions(a, b)
+    return text + (" if " + "/".join(f"c{k}" for k in conds) if conds else "")
 
 
 def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -147,8 +150,14 @@ def _correlation(query: CompiledQuery) -> list[str]:
     lines = [
         "key " + ", ".join(f"{t}.{a}" for t, a in key.attributes) for key in query.join_keys
     ]
+    lines += [
+        f"c{k} {c.text}: indexed, on edge {c.source}→{c.target}; the runs waiting there are "
+        f"ordered by {c.register!r}"
+        for k, c in enumerate(query.nfa.conditions)
+    ]
     if query.post_filters is not None:
-        lines += [f"post-filter {c!r}" for c in query.post_filters.conjuncts]
+        residual = query.post_filters.conjuncts
+        lines += [f"post-filter {c!r} (residual: checked on complete matches)" for c in residual]
     if query.hcq is not None:
         plan = query.hcq
         lines += [
