@@ -8,7 +8,8 @@ A valuation is a frozenset of ``(variable, position)`` pairs; its positions are 
 complex event C, ``start = min C`` and ``end = max C``. Data errors follow docs/data.md as
 the engine raises them: an absent column the query reads, an int-float join value without
 an exact float, integer overflow in a filter (checked on every event of the filter's type
-before evaluating) or in a post-filter (on the complete matches).
+before evaluating), in a post-filter (on the complete matches) or in a trend condition
+(on the pairs of iterations it compares, naming the later one's last event).
 
 Example::
 
@@ -19,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pycel.data.ingest import (
     DEFAULT_TYPE_COLUMN,
@@ -40,6 +41,7 @@ from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, r
 from pycel.runtime.keys import inexact_join_error
 
 Valuation = frozenset[tuple[str, int]]
+T = TypeVar("T")
 
 #: Refuse to build intermediate sets larger than this (the oracle is for small streams).
 MAX_VALUATIONS = 2_000_000
@@ -250,7 +252,7 @@ def _post_filters(node: Pattern) -> list[Expr[bool]]:
     return own + [p for c in node.children() for p in _post_filters(c)]
 
 
-def _guard(result: set[Valuation]) -> set[Valuation]:
+def _guard(result: set[T]) -> set[T]:
     if len(result) > MAX_VALUATIONS:
         raise RuntimeError("the reference evaluator is for small streams: too many partial matches")
     return result
@@ -310,15 +312,9 @@ def _denote_plus(node: Plus, stream: _Stream) -> set[Valuation]:
             for b in once
             if stream.follows(a, b, node.contiguous) and _trend_holds(trends, last, b, stream)
         }
-        runs = _guard_pairs(grown_runs - seen)
+        runs = _guard(grown_runs - seen)
         seen |= runs
     return _guard({v for v, _ in seen})
-
-
-def _guard_pairs(pairs: set[tuple[Valuation, Valuation]]) -> set[tuple[Valuation, Valuation]]:
-    if len(pairs) > MAX_VALUATIONS:
-        raise RuntimeError("the reference evaluator is for small streams: too many partial matches")
-    return pairs
 
 
 def _denote_chain(chain: list[tuple[Pattern, bool]], stream: _Stream) -> set[Valuation]:

@@ -86,7 +86,7 @@ def test_prev_attributes_are_attrs_of_the_previous_iteration() -> None:
     ("build", "message"),
     [
         (lambda: prev(Stock), r"named occurrence, not the event type Stock.*pycel.alias\(Stock"),
-        (lambda: prev(3), "prev\\(\\) takes an alias"),  # type: ignore[type-var]
+        (lambda: prev(3), "prev\\(\\) takes an alias"),  # type: ignore[arg-type]
         (lambda: prev(prev(b)), "prev\\(\\) takes an alias"),
         (lambda: seq(b, prev(b)), "prev\\(b\\) is the previous iteration's 'b'.*not a pattern"),
         (lambda: plus(prev(b)), "not a pattern"),
