@@ -10,6 +10,7 @@ row's type does not declare) still applies to the columns that are not read.
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pycel
-from pycel.data import frames
+from pycel.data import frames, rows
 from pycel.data.ingest import Schema, to_batch
 from pycel.errors import DataError
 from pycel.language.events import Event, Field
@@ -217,6 +218,110 @@ def test_lists_of_dicts_and_events_ingest_as_a_dataframe(raw: list[Any], read: s
             shown = [got.value(attr, k) for k in range(len(got))]
             assert shown == [expected.value(attr, k) for k in range(len(got))]
         assert rows_of(got) == rows_of(expected)
+
+
+# -- rows are gathered chunk by chunk: any chunk size gives what the DataFrame gives ------------
+
+# an int attribute's cells: ints, nulls, and values numpy would take but the rules refuse
+qty_cells = st.one_of(
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([2**63, -(2**63) - 1, True, 2.5, 3.0, "x", math.nan]),
+)
+
+
+def _outcome(work: Any) -> Any:
+    """What ``work()`` gives, or the DataError it raises (message, row, column)."""
+    try:
+        return work()
+    except DataError as err:
+        return ("DataError", str(err), err.row, err.column)
+
+
+def _ingested(data: Any, read: set[str] | None) -> Any:
+    batch = to_batch(data, Schema.for_types(TYPES), columns=read)
+    encoded = {a: [batch.value(a, k) for k in range(len(batch))] for a in sorted(batch.columns)}
+    valid = {a: batch.valid[a].tolist() for a in sorted(batch.columns)}
+    return batch.type_ids.tolist(), encoded, valid, _outcome(lambda: rows_of(batch))
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), qty_cells, floats, st.text(max_size=2)), max_size=25),
+    st.integers(1, 4),
+    st.sampled_from([None, {"qty"}, {"sym", "px"}]),
+)
+def test_rows_in_chunks_ingest_as_the_dataframe_of_their_values(
+    raw: list[Any], chunk: int, read: set[str] | None
+) -> None:
+    """Rows are gathered ``rows.CHUNK`` at a time, and a number column is converted chunk
+    by chunk while every chunk converts as it is; a chunk that does not (a null, a bool, a
+    float, a value out of range, a string) leaves the whole column as Python objects. The
+    batch, and any error (message, row, column), are the DataFrame's of the same values."""
+    dicts: list[dict[str, Any]] = []
+    events: list[Event] = []
+    for halt, qty, px, sym in raw:
+        if halt:
+            dicts.append({"event_type": "Halt", "sym": sym})
+            events.append(Halt(sym=sym))
+        else:
+            dicts.append({"event_type": "Quote", "sym": sym, "qty": qty, "px": px})
+            events.append(Quote(sym=sym, qty=qty, px=px))
+    names = ["event_type", "sym", "qty", "px"]
+    frame = pd.DataFrame({c: pd.Series([d.get(c) for d in dicts], dtype=object) for c in names})
+    expected = _outcome(lambda: _ingested(frame, read))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rows, "CHUNK", chunk)
+        for data in (dicts, events):
+            assert _outcome(lambda data=data: _ingested(data, read)) == expected
+
+
+ODD = [None, math.nan, True, 1, 2.5, 3.0, 2**63, 10**400, "x", np.int32(4)]
+ODD_IDS = ["None", "nan", "True", "1", "2.5", "3.0", "2**63", "10**400", "x", "i32"]
+
+
+@pytest.mark.parametrize("special", ODD, ids=ODD_IDS)
+@pytest.mark.parametrize(("attr", "cells"), [("qty", [5, -7, 2**62]), ("px", [0.5, -1e300, 2.0]),
+                                             ("ok", [True, False, True]), ("at", [3, 4, 5])])
+def test_one_odd_cell_in_any_chunk_of_a_number_column_is_taken_as_a_dataframe_takes_it(
+    special: Any, attr: str, cells: list[Any]
+) -> None:
+    """Number and bool columns of rows are converted chunk by chunk by numpy; a cell it
+    would misread (a bool as 1, 2.5 as 2, 1 as True) or cannot convert sends the column
+    through the checks of a column of objects, in whichever chunk it is."""
+    for where in range(7):
+        values: list[Any] = [cells[k % 3] for k in range(7)]
+        values[where] = special
+        dicts = [{"event_type": "Quote", attr: v} for v in values]
+        frame = pd.DataFrame({"event_type": "Quote", attr: pd.Series(values, dtype=object)})
+        expected = _outcome(lambda frame=frame: _ingested(frame, {attr}))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(rows, "CHUNK", 3)
+            assert _outcome(lambda dicts=dicts: _ingested(dicts, {attr})) == expected
+
+
+def test_an_event_type_that_is_none_or_nan_in_a_dict_is_named() -> None:
+    """(A None or NaN event type took the last event type of the data, silently.)"""
+    for null in (None, math.nan):
+        for first in ({"event_type": "Quote", "qty": 1}, Quote(qty=1)):
+            data = [first, {"event_type": "Halt"}, {"event_type": null}]
+            with pytest.raises(DataError, match="missing event type") as err:
+                to_batch(data, Schema.for_types(TYPES))
+            assert (err.value.row, err.value.column) == (2, "event_type")
+
+
+def test_rows_that_start_as_dicts_may_hold_events_and_other_mappings_further_on() -> None:
+    """A list is first taken as all dicts; another row (an Event, a read-only mapping)
+    further on, in a later chunk, gives the batch of the same events as dicts."""
+    dicts: list[Any] = [{"event_type": "Quote", "sym": f"S{k}", "qty": k} for k in range(7)]
+    as_dicts = _ingested(dicts, {"qty"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rows, "CHUNK", 2)
+        for other in (Quote(sym="S5", qty=5), types.MappingProxyType(dicts[5])):
+            mixed = dicts[:5] + [other] + dicts[6:]
+            assert _ingested(mixed, {"qty"}) == as_dicts
+        with pytest.raises(DataError, match="expected an Event or a dict, got int") as err:
+            to_batch(dicts[:5] + [5] + dicts[6:], Schema.for_types(TYPES))
+        assert err.value.row == 5
 
 
 # -- string columns: one factorize pass gives both the nulls and the codes -----------------------

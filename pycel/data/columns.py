@@ -198,7 +198,8 @@ def _converted_objects(
     """An object column's cells converted by numpy (datetime64 for date-times, else the
     declared type's numbers; 0 where absent) when every present cell is of a kind the type
     accepts; None when some cell needs a look of its own (it may be bad)."""
-    cells = values[present]
+    every = bool(present.all())
+    cells = values if every else values[present]
     kind = pd.api.types.infer_dtype(cells, skipna=False)
     if kind not in _FAST[dtype]:
         return None
@@ -214,6 +215,8 @@ def _converted_objects(
                 return None
     except (OverflowError, ValueError, TypeError):
         return None
+    if every:
+        return converted
     out: np.ndarray[Any, Any] = np.zeros(len(values), dtype=target)
     out[present] = converted
     return out
@@ -259,6 +262,8 @@ def encode_column(
             return _string_codes(values, present, schema, column, factorized), present
         converted = _converted_objects(values, present, dtype, column)
         values = _checked_objects(values, present, dtype, column) if converted is None else converted
+        if values.dtype == TARGET[dtype]:  # checked and converted, 0 where absent: done
+            return values, present
     elif dtype == "str" and present.any():
         row = first(present)
         raise DataError(f"expected str, got {values[row]!r}", row=row, column=column)
