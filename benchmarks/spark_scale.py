@@ -224,7 +224,7 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     import pycel.spark
-    from pycel.spark._batch import check_distinct_positions
+    from pycel.spark._batch import check_distinct_positions, grouping
 
     cores = int(job["master"][len("local[") : -1])
     spark = (
@@ -273,10 +273,13 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
             else:
                 result["floor_groups"], result["floor_rows"], planning = rows
                 result["planning"].append(planning)
-    # What detect adds before any group runs: the check that positions are unique.
-    began = time.perf_counter()
-    check_distinct_positions(df, "id", None)
-    result["position_check"] = time.perf_counter() - began
+    # What detect adds before any group runs: the check that positions are unique, a job
+    # of its own for patterns grouped by key (else each group checks its own positions).
+    result["position_check"] = None
+    if grouping(pycel.compile(pattern)):
+        began = time.perf_counter()
+        check_distinct_positions(df, "id", None)
+        result["position_check"] = time.perf_counter() - began
     result.update(tree_memory(me))
     result["cpu_total"] = tree_cpu_seconds(me)
     spark.stop()
@@ -288,16 +291,12 @@ def floor_groups(df: Any, pattern: pycel.Pattern, ranges: int | None) -> Any:
     halo copies, from pycel's own planner), each group's rows counted in pandas."""
     from pyspark.sql import functions as F
 
-    from pycel.spark._batch import GROUP, cut_into_ranges
-    from pycel.spark._ranges import RANGE
+    from pycel.spark._batch import GROUP, range_groups
 
     query = pycel.compile(pattern)
     keys = list(query.partition)
     events = df if keys else df.withColumn(GROUP, F.lit(0))
-    group_by = keys or [GROUP]
-    cut = None if ranges == 1 else cut_into_ranges(events, query, "id", ranges, keys)
-    if cut is not None:
-        events, group_by = cut, [*keys, RANGE]
+    events, group_by, _ = range_groups(events, query, "id", ranges, keys or [GROUP], single=not keys)
     return events.groupBy(*group_by).applyInPandas(_count_rows, "n long")
 
 
@@ -385,7 +384,8 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
         "(halo copies included). Floor: the same grouping through `applyInPandas` with a "
         "function that only counts its rows, including the planning jobs that decide the cut "
         "(timed apart in brackets; detect runs the same jobs). Position check: the one job "
-        "`detect` runs with `position_column` to check that positions are unique (timed once). "
+        "`detect` runs with `position_column` to check that positions are unique, for patterns "
+        "grouped by key (timed once; — where each group checks its own positions instead). "
         "CPU: seconds of our whole process tree per detect run "
         "(driver, JVM, Python workers); CPU/wall is how many cores it kept busy. Others: the "
         "cores the rest of the machine used on average meanwhile (/proc/stat minus our CPU); "
@@ -416,11 +416,12 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
             cpu = median(r["detect"], "cpu")
             same = all(c == [engine["matches"], engine["digest"]] for c in r["checks"])
             others = f"{r['others_cores']:.2f}" + (" *distorted*" if distorted(r) else "")
+            check = "—" if r["position_check"] is None else f"{r['position_check']:.1f}"
             lines.append(
                 f"| {label[0]} | {label[1]} | {r['floor_groups']:,} ({r['floor_rows']:,}) "
                 f"| {det:.1f} | {n / det:,.0f} | {cpu:.1f} | {cpu / det:.2f} "
                 f"| {flo:.1f} ({statistics.median(r['planning']):.1f}) | {n / flo:,.0f} "
-                f"| {det - flo:.1f} | {r['position_check']:.1f} "
+                f"| {det - flo:.1f} | {check} "
                 f"| {'yes' if same else 'NO'} ({len(r['checks'])} runs) "
                 f"| {r['driver_mb']:.0f}/{r['jvm_mb']:.0f}/{r['worker_mb']:.0f} "
                 f"| {others} | {r['load_before'][0]:.1f} → {r['load_after'][0]:.1f} |"

@@ -569,6 +569,94 @@ def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFr
 
 
 @pytest.mark.spark
+def test_each_range_runs_as_a_task_of_its_own(spark: SparkSession, ticks_df: Any) -> None:
+    """The whole stream cut into n ranges runs as n tasks, one range each (hashing the
+    range numbers onto the shuffle partitions would put several ranges in one task), with
+    adaptive execution on (Spark's default); and the slot hash is Spark's own."""
+    from pyspark import TaskContext
+
+    from pycel.spark._batch import GROUP, range_groups
+    from pycel.spark._ranges import RANGE, spark_long_hash
+
+    values = [0, 1, 7, -1, -(2**40) - 3, 2**62 + 5]
+    hashed = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v")).collect()
+    assert [r[0] for r in hashed] == [spark_long_hash(v) for v in values]
+
+    def task_of(frame: pd.DataFrame) -> pd.DataFrame:
+        task = TaskContext.get()
+        assert task is not None
+        return pd.DataFrame({"range": [int(frame[RANGE].iloc[0])], "task": [task.partitionId()]})
+
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    query = pycel.compile(RANGE_PATTERNS["count window"])
+    events = pycel.spark.with_positions(ticks_df, ["time", "id"], "pos").withColumn(GROUP, F.lit(0))
+    for count in (2, 5, 8):
+        grouped, keys, ranged = range_groups(events, query, "pos", count, [GROUP], single=True)
+        assert ranged
+        rows = grouped.groupBy(*keys).applyInPandas(task_of, "range long, task long").collect()
+        assert sorted(r["range"] for r in rows) == list(range(count))
+        assert len({r["task"] for r in rows}) == count  # no task runs two ranges
+
+
+@pytest.mark.spark
+def test_planning_without_hot_keys_is_one_job(
+    spark: SparkSession, ticks_df: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deciding that no key is hot takes one aggregation query (events per key, positions
+    and the largest key's count together); cutting an unpartitioned count window, one."""
+    from pyspark.sql import DataFrame
+
+    from pycel.spark._ranges import plan_ranges
+
+    events = pycel.spark.with_positions(ticks_df, ["time", "id"], "pos").cache()
+    events.count()
+    queries: list[DataFrame] = []
+    kind = type(events)  # the session's DataFrame class (classic or Connect)
+    collect = kind.collect
+
+    def counted(frame: DataFrame) -> Any:
+        queries.append(frame)
+        return collect(frame)
+
+    monkeypatch.setattr(kind, "collect", counted)
+    partitioned = BATCH_PATTERNS["partitioned, count window"]
+    assert plan_ranges(events, pycel.compile(partitioned), "pos", 2, 2, ["name"]) is None
+    assert len(queries) == 1  # 5 stocks: none holds half of the ticks
+    planned = plan_ranges(events, pycel.compile(RANGE_PATTERNS["count window"]), "pos", 4, 2)
+    assert planned is not None and planned[0].count == 4 and len(queries) == 2
+    monkeypatch.undo()
+    events.unpersist()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("ranges", [1, 3])
+def test_duplicate_positions_of_an_unpartitioned_pattern_fail_the_job(
+    spark: SparkSession, ticks: pd.DataFrame, ranges: int
+) -> None:
+    """Without keys every event is in the group (or the range) its position falls in, so
+    events sharing a position meet there and the job fails with a DataError naming the
+    position and both events; detect() itself runs no check job then."""
+    frame = ticks.iloc[:600].copy()
+    frame["ref"] = [f"r{i}" for i in range(len(frame))]
+    frame.loc[frame.index[401], "id"] = 400  # position 400 twice, 401 missing
+    pattern = RANGE_PATTERNS["count window"]
+    matches = pycel.spark.detect(
+        spark.createDataFrame(frame), pattern, position_column="id", id_column="ref", ranges=ranges
+    )
+    with pytest.raises(DataError, match=r"position 400 occurs twice.*ref='r400'.*ref='r401'"):
+        with pycel.spark.raise_pycel_errors():
+            matches.collect()
+    # A null position (a time window, whose planning reads each range's times).
+    nulls = spark.createDataFrame(frame).withColumn("id", F.when(F.col("ref") != "r9", F.col("id")))
+    timed = RANGE_PATTERNS["time window"]
+    with pytest.raises(DataError, match=r"null position.*ref='r9'"), pycel.spark.raise_pycel_errors():
+        pycel.spark.detect(nulls, timed, position_column="id", id_column="ref", ranges=ranges).collect()
+    frame["id"] = np.arange(len(frame))
+    rows = pycel.spark.detect(spark.createDataFrame(frame), pattern, position_column="id", ranges=ranges)
+    assert {row_key(r) for r in rows.collect()} == expected(pattern, frame.drop(columns=["ref"]))
+
+
+@pytest.mark.spark
 def test_refused_clauses_run_as_one_group(ticks: pd.DataFrame, ticks_df: Any) -> None:
     """CONSUME BY looks before the window: ranges= is refused with a warning saying why."""
     pattern = (s.where(s.volume > 500) >> b).within(events=20).consume("any")

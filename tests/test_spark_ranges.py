@@ -28,9 +28,14 @@ pytest.importorskip("pyspark")
 from pycel.spark._plan import output_variables  # noqa: E402
 from pycel.spark._ranges import (  # noqa: E402
     HOME,
+    MIN_RANGE_EVENTS,
     RANGE,
     RangePlan,
+    auto_range_count,
+    partition_slots,
+    plan_ranges,
     range_refusal,
+    spark_long_hash,
     time_thresholds,
     window_span,
 )
@@ -204,3 +209,35 @@ def test_empty_ranges_and_a_halo_reaching_several_ranges() -> None:
     assert 2 not in set(ranges[:5].tolist())  # no event is at home in [4, 6)
     assert in_ranges(query, frame, plan) == run_groups(spec_for(query, False), frame, [])
     assert len(in_ranges(query, frame, plan)) > 0
+
+
+class _PlanningRan(Exception):
+    """A planning step used the DataFrame."""
+
+
+class _NoJobs:
+    """A stand-in DataFrame that fails on any use: planning must run no Spark job."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _PlanningRan(f"DataFrame.{name}")
+
+
+def test_one_core_runs_one_range_without_planning() -> None:
+    """On one core (defaultParallelism 1) a cut only adds work: automatic ranges are 1
+    and no planning job runs; two cores get ranges."""
+    events = 50 * MIN_RANGE_EVENTS
+    assert auto_range_count(events, events, None, cores=1) == 1
+    assert auto_range_count(events, events, 100, cores=1) == 1
+    assert auto_range_count(events, events, None, cores=2) > 1
+    query = pycel.compile((S >> B).within(events=10))
+    assert plan_ranges(_NoJobs(), query, "pos", None, cores=1) is None  # type: ignore[arg-type]
+
+
+def test_partition_slots_put_each_range_in_its_own_hash_partition() -> None:
+    """Spark partitions rows by pmod(murmur3(value, 42), n): the slot values land in the
+    n partitions one each (tests/test_spark.py checks the hash against Spark's)."""
+    for count in (1, 2, 3, 8, 37, 200):
+        slots = partition_slots(count)
+        assert len(set(slots)) == count
+        assert [spark_long_hash(v) % count for v in slots] == list(range(count))
+    assert len({spark_long_hash(v) % 8 for v in range(8)}) < 8  # the range numbers collide

@@ -83,8 +83,8 @@ def detect(
     LIMIT is cut into position ranges evaluated in parallel, each
     also reading the window's span before it (see docs/spark.md): the whole stream when
     it would run as one group, else the keys holding more than one range's share of
-    the events. ``ranges`` sets how many (default: from the number of events and the
-    cluster's cores; 1: no cut).
+    the events. ``ranges`` sets how many (default: 2 per core, from the number of events
+    and the cluster's cores; one core: no cut; 1: no cut); each range runs as a task.
 
     Streaming DataFrames: ``position_column`` is required (positions increasing in
     arrival order per key); each key's engine state lives in Spark's state store, so a
@@ -97,9 +97,10 @@ def detect(
     ``applyInPandasWithState``; ``"auto"`` uses the first when it is available.
 
     Raises :class:`pycel.DataError` for missing or mistyped columns before Spark runs
-    (and, in batch with ``position_column``, for repeated or null positions: one small
-    job). Bad rows (unknown event types, time going backwards within a key) fail the job
-    at the action; inside :func:`raise_pycel_errors` that failure is a
+    (and, in batch with ``position_column`` and a pattern grouped by key, for repeated or
+    null positions: one small job). Bad rows (unknown event types, time going backwards
+    within a key; repeated or null positions of a pattern without keys) fail the job at
+    the action; inside :func:`raise_pycel_errors` that failure is a
     :class:`pycel.DataError` naming the event's position, id and key.
     """
     if df.isStreaming:

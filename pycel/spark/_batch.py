@@ -26,7 +26,16 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
-from ._ranges import HOME, HOT, RANGE, plan_ranges, range_refusal, time_key, with_range_groups
+from ._ranges import (
+    HOME,
+    HOT,
+    RANGE,
+    one_task_per_range,
+    plan_ranges,
+    range_refusal,
+    time_key,
+    with_range_groups,
+)
 from ._runner import RunnerSpec, run_group
 
 POSITION = "_pycel_position"
@@ -187,10 +196,14 @@ def detect_batch(
     check_columns(df.schema, query, event_type_column, [*positions, *ordering])
     if id_column is not None and id_column not in df.columns:
         raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
+    keys = grouping(query)
     if position_column is not None:
         check_integral(df.schema, position_column, "position")
-        check_distinct_positions(df, position_column, id_column)
-    keys = grouping(query)
+        if keys or join_group_column(query, event_type_column) is not None:
+            # Groups by key: two keys' events at one position would meet in no group.
+            check_distinct_positions(df, position_column, id_column)
+        # Else every event is in one group, or in the range its position falls in: events
+        # sharing a position meet in one group, whose check fails the job (a DataError).
     events = df if position_column is not None else with_positions(df, order, POSITION)
     spec = runner_spec(
         query,
@@ -210,23 +223,47 @@ def detect_batch(
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
     events = events.select(*wanted)
     events, keys, single = with_groups(events, query, event_type_column)
-    if ranges != 1:
-        cut = cut_into_ranges(events, query, spec.position_column, ranges, [] if single else keys)
-        if cut is not None:
-            events, keys = cut, [*([] if single else keys), RANGE]
-            spec = attrs.evolve(spec, range_column=RANGE, home_column=HOME)
-            single = False
+    events, keys, ranged = range_groups(events, query, spec.position_column, ranges, keys, single)
+    if ranged:
+        spec = attrs.evolve(spec, range_column=RANGE, home_column=HOME)
+        single = False
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
 
 
+def range_groups(
+    events: DataFrame,
+    query: CompiledQuery,
+    position_column: str,
+    ranges: int | None,
+    keys: list[str],
+    single: bool,
+) -> tuple[DataFrame, list[str], bool]:
+    """(``events``, the group-by keys, whether they are cut into ranges): the events cut
+    by :func:`cut_into_ranges` when it cuts them, else as they are (``keys``: the
+    group-by keys; ``single``: they are one constant group).
+
+    A whole stream cut into ranges is repartitioned so that each range is a task of its
+    own (:func:`pycel.spark._ranges.one_task_per_range`); hot keys' ranges share the
+    shuffle with the other keys' groups."""
+    by = [] if single else keys
+    cut = None if ranges == 1 else cut_into_ranges(events, query, position_column, ranges, by)
+    if cut is None:
+        return events, keys, False
+    cut_events, count = cut
+    if not single:
+        return cut_events, [*keys, RANGE], True
+    placed, task = one_task_per_range(cut_events, count)
+    return placed, [task, RANGE], True
+
+
 def cut_into_ranges(
     events: DataFrame, query: CompiledQuery, position_column: str, ranges: int | None, keys: list[str]
-) -> DataFrame | None:
-    """``events`` copied into position ranges with their halos (pycel.spark._ranges),
-    or None to run as before: the pattern has no window or clauses that look before
-    it (then ``ranges`` > 1 warns), one range suffices, or (with group-by ``keys``) no
-    key is hot."""
+) -> tuple[DataFrame, int] | None:
+    """``events`` copied into position ranges with their halos (pycel.spark._ranges)
+    and the number of ranges, or None to run as before: the pattern has no window or
+    clauses that look before it (then ``ranges`` > 1 warns), one range suffices, or
+    (with group-by ``keys``) no key is hot."""
     refusal = range_refusal(query)
     if refusal is not None:
         if ranges is not None and ranges > 1:
@@ -244,10 +281,10 @@ def cut_into_ranges(
     key = time_key(query, events.schema)
     time = key[0] if key is not None else None
     if hot is None:
-        return with_range_groups(events, plan, position_column, time)
+        return with_range_groups(events, plan, position_column, time), plan.count
     marked = events.join(F.broadcast(hot), on=keys, how="left")
     cut = with_range_groups(marked, plan, position_column, time, hot=F.coalesce(F.col(HOT), F.lit(False)))
-    return cut.drop(HOT)
+    return cut.drop(HOT), plan.count
 
 
 def cluster_cores(df: DataFrame) -> int:

@@ -43,8 +43,8 @@ HOME = "_pycel_home"
 HOT = "_pycel_hot"
 #: With automatic ranges, each range holds at least this many events.
 MIN_RANGE_EVENTS = 100_000
-#: With automatic ranges, at most this many ranges per core.
-RANGES_PER_CORE = 4
+#: With automatic ranges, at most this many ranges per core (each range is one task).
+RANGES_PER_CORE = 2
 #: A count window's range holds at least this many times the window's span.
 _SPANS_PER_RANGE = 4
 
@@ -116,26 +116,26 @@ class RangePlan:
             ranges.append(later[keep])
         return np.concatenate(rows), np.concatenate(ranges)
 
-    def spark_ranges(self, position: str, time: Column | None) -> Column:
-        """An ``array<bigint>`` column: the ranges an event (at the ``position`` column,
-        with time key ``time``) is evaluated in, its own first."""
-        home = home_range(position, self.first, self.length)
-        later = F.sequence(home + F.lit(1), home + F.lit(self.reach))
-        halo_events, thresholds = self.halo_events, self.thresholds
+    def spark_halos(self, home: Column, position: str, time: Column | None) -> list[Column]:
+        """Per later range ``home + 1 .. home + reach``, a column holding that range if
+        the event (own range ``home``, at the ``position`` column, with time key
+        ``time``) is in its halo, else null: plain arithmetic and comparisons, which
+        Spark compiles, rather than a higher-order function per row."""
         last = self.count - 1
-
-        def reaches(j: Column) -> Column:
-            """Whether range ``j`` (after the event's own) has the event in its halo."""
-            if halo_events is not None:
-                start = F.lit(self.first) + j * F.lit(self.length)
-                return (j <= F.lit(last)) & (start - F.lit(halo_events) <= F.col(position))
-            assert thresholds is not None and time is not None
-            limits = F.array(*(F.lit(t) for t in thresholds))
-            # Clamped: ANSI mode makes an index past the end an error, even where j > last.
-            at = (F.least(j, F.lit(last)) + F.lit(1)).cast("int")
-            return (j <= F.lit(last)) & (F.element_at(limits, at) <= time)
-
-        return F.concat(F.array(home), F.filter(later, reaches))
+        halos = []
+        for step in range(1, self.reach + 1):
+            later = home + F.lit(step)
+            if self.halo_events is not None:
+                start = F.lit(self.first) + later * F.lit(self.length)
+                reaches = start - F.lit(self.halo_events) <= F.col(position)
+            else:
+                assert self.thresholds is not None and time is not None
+                limits = F.array(*(F.lit(t) for t in self.thresholds))
+                # Clamped: ANSI mode makes an index past the end an error, even where later > last.
+                at = (F.least(later, F.lit(last)) + F.lit(1)).cast("int")
+                reaches = F.element_at(limits, at) <= time  # null for an empty range: no halo
+            halos.append(F.when((later <= F.lit(last)) & reaches, later))
+        return halos
 
 
 def home_range(position_column: str, first: int, length: int) -> Column:
@@ -179,10 +179,19 @@ def window_span(query: CompiledQuery, kind: str) -> int | float:
 
 
 def auto_range_count(events: int, span: int, window_events: int | None, cores: int) -> int:
-    """How many ranges to cut ``events`` events (over ``span`` positions) into: enough
-    for every core several times over, each range holding at least
-    :data:`MIN_RANGE_EVENTS` events and, for a count window, several window spans."""
-    count = min(RANGES_PER_CORE * max(cores, 1), events // MIN_RANGE_EVENTS)
+    """How many ranges to cut ``events`` events (over ``span`` positions) into: one per
+    core on a single core (a cut gains nothing there), else :data:`RANGES_PER_CORE` per
+    core, each range holding at least :data:`MIN_RANGE_EVENTS` events and, for a count
+    window, several window spans.
+
+    Example::
+
+        auto_range_count(1_000_000, 1_000_000, None, cores=2)  # 4
+        auto_range_count(1_000_000, 1_000_000, None, cores=1)  # 1
+    """
+    if cores <= 1:
+        return 1
+    count = min(RANGES_PER_CORE * cores, events // MIN_RANGE_EVENTS)
     if window_events is not None:
         count = min(count, span // max(_SPANS_PER_RANGE * window_events, 1))
     return max(count, 1)
@@ -196,29 +205,30 @@ def plan_ranges(
     cores: int,
     keys: Sequence[str] = (),
 ) -> tuple[RangePlan, DataFrame | None] | None:
-    """Cut ``events`` into ranges (one aggregation job; a time window takes a second
-    one for each range's times); None when one range would do.
+    """Cut ``events`` into ranges; None when one range would do (then no job runs for
+    automatic ranges on one core).
 
-    ``ranges``: how many (None: :func:`auto_range_count`). ``keys``: the group-by keys
-    of a partitioned pattern; then only hot keys are cut, those holding more events than
-    one range's share of the whole (one more job finds them), and the plan comes with a
-    small DataFrame of them (the keys and a column :data:`HOT`); None when none is hot.
+    One aggregation job finds the smallest and largest position and the number of
+    events; under ``keys`` (the group-by keys of a partitioned pattern) the same job
+    counts each key's events and keeps the largest count. Only hot keys are cut, those
+    holding more events than one range's share of the whole: when the largest key is not
+    hot, that is the end; else one more job lists them, and the plan comes with a small
+    DataFrame of them (the key columns and :data:`HOT`). A time window takes one more job
+    for each range's times. ``ranges``: how many (None: :func:`auto_range_count`).
     """
-    row = events.agg(
-        F.min(position_column).alias("lo"), F.max(position_column).alias("hi"), F.count(F.lit(1)).alias("n")
-    ).collect()[0]
-    if row["n"] == 0:
+    if ranges is None and cores <= 1:
         return None
-    first, last, total = int(row["lo"]), int(row["hi"]), int(row["n"])
+    summary = _summary(events, position_column, keys)
+    if summary is None:
+        return None
+    first, last, total, largest = summary
     span = last - first + 1
     window_events = int(query.window_size) if query.window_unit == "events" else None
     count = auto_range_count(total, span, window_events, cores) if ranges is None else ranges
     count = max(1, min(count, span))
-    if count == 1:
-        return None
+    if count == 1 or (keys and largest * count <= total):
+        return None  # one range, or no key holds more than one range's share
     hot = hot_keys(events, keys, count, total) if keys else None
-    if keys and hot is None:
-        return None
     length = -(-span // count)
     count = -(-span // length)
     if window_events is not None:
@@ -229,13 +239,32 @@ def plan_ranges(
     return _time_plan(events, position_column, key, RangePlan(first, length, count)), hot
 
 
-def hot_keys(events: DataFrame, keys: Sequence[str], count: int, total: int) -> DataFrame | None:
+def _summary(
+    events: DataFrame, position_column: str, keys: Sequence[str]
+) -> tuple[int, int, int, int] | None:
+    """(smallest position, largest position, events, events of the largest key) in one
+    job; None without events (or without positions). Without keys the last is 0."""
+    pos = F.col(position_column)
+    if keys:
+        per_key = events.groupBy(*keys).agg(
+            F.min(pos).alias("lo"), F.max(pos).alias("hi"), F.count(F.lit(1)).alias("n")
+        )
+        row = per_key.agg(
+            F.min("lo").alias("lo"), F.max("hi").alias("hi"), F.sum("n").alias("n"), F.max("n").alias("top")
+        ).collect()[0]
+    else:
+        whole = events.agg(F.min(pos).alias("lo"), F.max(pos).alias("hi"), F.count(F.lit(1)).alias("n"))
+        row = whole.collect()[0]
+    if not row["n"] or row["lo"] is None:
+        return None
+    return int(row["lo"]), int(row["hi"]), int(row["n"]), int(row["top"]) if keys else 0
+
+
+def hot_keys(events: DataFrame, keys: Sequence[str], count: int, total: int) -> DataFrame:
     """The keys holding more than ``total / count`` events (one range's share), as a
-    small DataFrame of the key columns and :data:`HOT` (true); None when there are none."""
+    small DataFrame of the key columns and :data:`HOT` (true)."""
     counted = events.groupBy(*keys).agg(F.count(F.lit(1)).alias("_pycel_events"))
     rows = counted.where(F.col("_pycel_events") * F.lit(count) > F.lit(total)).select(*keys).collect()
-    if not rows:
-        return None
     schema = T.StructType([events.schema[k] for k in keys] + [T.StructField(HOT, T.BooleanType(), False)])
     return events.sparkSession.createDataFrame([(*r, True) for r in rows], schema)
 
@@ -259,7 +288,8 @@ def _time_plan(
     lows: list[int | float | None] = [None] * cut.count
     highs: list[int | float | None] = [None] * cut.count
     for r in rows:
-        lows[r["r"]], highs[r["r"]] = r["lo"], r["hi"]
+        if r["r"] is not None:  # null positions: their group's check fails the job
+            lows[r["r"]], highs[r["r"]] = r["lo"], r["hi"]
     thresholds, reach = time_thresholds(lows, highs, span)
     return attrs.evolve(cut, thresholds=thresholds, reach=reach)
 
@@ -296,12 +326,87 @@ def with_range_groups(
     """``events`` with each event once per range it is evaluated in: the columns
     :data:`HOME` (its own range) and :data:`RANGE` (the group's range).
 
-    ``hot``: a boolean column; events where it is false are not cut (one range, -1)."""
-    ranges = plan.spark_ranges(position_column, time)
-    if hot is not None:
-        ranges = F.when(hot, ranges).otherwise(F.array(F.lit(-1).cast("long")))
-    out = events.withColumn(RANGE, F.explode(ranges))
+    An event is in its own range and in at most ``plan.reach`` later ones: each row
+    becomes the array of its own range and the later ranges' halo columns (null where
+    the event is not in that halo), exploded, keeping the own range and the non-null
+    halo entries. ``hot``: a boolean column; events where it is false are not cut (one
+    range, -1)."""
     home = home_range(position_column, plan.first, plan.length)
     if hot is not None:
         home = F.when(hot, home).otherwise(F.lit(-1).cast("long"))
-    return out.withColumn(HOME, home)
+    marked = events.withColumn(HOME, home)
+    halos = plan.spark_halos(F.col(HOME), position_column, time)
+    if hot is not None:
+        halos = [F.when(hot, h) for h in halos]
+    slot = "_pycel_slot"
+    exploded = marked.select("*", F.posexplode(F.array(F.col(HOME), *halos)).alias(slot, RANGE))
+    # The own range stays even when it is null (a null position: the group's check
+    # reports it); a halo entry only where it is set.
+    return exploded.where((F.col(slot) == 0) | F.col(RANGE).isNotNull()).drop(slot)
+
+
+def partition_slots(count: int) -> list[int]:
+    """For each range ``r < count``, the smallest non-negative long whose Spark hash
+    lands in shuffle partition ``r`` of ``count`` (``pmod(hash(v), count) == r``):
+    repartitioning by these values puts every range in a task of its own, where hashing
+    the range numbers themselves would put several ranges in one task and leave others
+    empty.
+
+    Example::
+
+        slots = partition_slots(4)  # pmod(hash(slots[r]), 4) == r for r in 0..3
+    """
+    slots: list[int | None] = [None] * count
+    missing, value = count, 0
+    while missing:
+        target = spark_long_hash(value) % count
+        if slots[target] is None:
+            slots[target] = value
+            missing -= 1
+        value += 1
+    return [v for v in slots if v is not None]
+
+
+def spark_long_hash(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` (Murmur3 x86 32-bit, seed 42) of a ``bigint``, as a signed int,
+    as hash partitioning computes it.
+
+    Example::
+
+        spark_long_hash(0)  # the value of SELECT hash(CAST(0 AS BIGINT))
+    """
+
+    def mix(h: int, word: int) -> int:
+        k = (word * 0xCC9E2D51) & _MASK
+        k = ((k << 15) | (k >> 17)) & _MASK
+        k = (k * 0x1B873593) & _MASK
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & _MASK
+        return (h * 5 + 0xE6546B64) & _MASK
+
+    bits = value & 0xFFFFFFFFFFFFFFFF
+    h = mix(mix(seed, bits & _MASK), bits >> 32)
+    h ^= 8  # the input's length in bytes
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+_MASK = 0xFFFFFFFF
+
+
+def one_task_per_range(events: DataFrame, count: int) -> tuple[DataFrame, str]:
+    """``events`` (with :data:`RANGE`) repartitioned into ``count`` partitions, range
+    ``r`` alone in partition ``r``; and the column to add to the group-by keys so that
+    the grouped step keeps that partitioning (no second shuffle).
+
+    An explicit partition count is kept by adaptive execution (it coalesces only
+    shuffles whose count it chose), so each range runs as one task."""
+    slots = F.array(*(F.lit(v).cast("long") for v in partition_slots(count)))
+    column = "_pycel_task"
+    at = (F.coalesce(F.col(RANGE), F.lit(0)) + F.lit(1)).cast("int")  # a null range: task 0
+    placed = events.withColumn(column, F.element_at(slots, at))
+    return placed.repartition(count, F.col(column)), column
