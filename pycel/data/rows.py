@@ -1,11 +1,14 @@
 """Row-oriented inputs (lists of Event instances or dicts) → columns, in linear time.
 
-The rows are turned into one column of Python objects per attribute that is read (or
-that needs checking), with C-level loops (``map``, ``set.update``, one list comprehension
-per column), and from there they take the same checks and encoding as a DataFrame
-(``pycel.data.assemble``). A left-out key is a null. Columns the query does not read are
-built only if the policy on extra data needs to look at them, or when a match's events
-are shown (then checked whole, as a DataFrame's).
+The rows are read chunk by chunk (:data:`CHUNK` rows at a time, so that a chunk's dicts
+are still in the CPU cache when the next key is fetched from them), with C-level loops
+only: ``set.update`` collects every key (an unknown one is an error), ``map(dict.get,
+...)`` fetches the event type and the attributes the query reads, and number and bool
+attributes are converted by numpy chunk by chunk when all their values are of a kind it
+converts as they are. From there the columns take the same checks and encoding as a
+DataFrame's (``pycel.data.assemble``). A left-out key is a null. Columns the query does
+not read are built only if the policy on extra data needs to look at them, or when a
+match's events are shown (then checked whole, as a DataFrame's).
 
 Example::
 
@@ -18,8 +21,8 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -33,86 +36,17 @@ from .batch import EventBatch, Schema, declared_attributes
 from .columns import DeferredFrameColumn, RawColumn, first, first_rows
 from .values import null_or_value
 
-
-def _refuse_input(data: Any) -> None:
-    if data is None or isinstance(data, (str, bytes, Mapping, Event)) or not isinstance(data, Iterable):
-        raise DataError(
-            f"expected events: a list (or any iterable) of Event instances or dicts, a pandas "
-            f"DataFrame or an Arrow table; got {type(data).__name__}"
-            + (" (wrap a single event in a list)" if isinstance(data, (Mapping, Event)) else "")
-        )
-
-
-#: Rows per pass of :func:`_gather`: small enough that a chunk's dicts stay in the CPU cache
-#: while its keys are collected and each wanted key is fetched (one pass per column over
-#: the whole list reloads every dict from memory: 1.5x slower at 100k rows).
+#: Rows per chunk: small enough that a chunk's dicts stay in the CPU cache while its keys
+#: are collected and each wanted key is fetched (a pass per column over the whole list
+#: reloads every dict from memory: about 1.4x slower at 100k rows, 1.5x at 1M).
 CHUNK = 1024
-#: An Event's attributes (``vars`` looks ``__dict__`` up through the type each time: 2x slower).
+
+#: How a row's attributes are read: a ``dict`` (``dict.get`` without Python code), another
+#: mapping (its own ``get``), or an Event instance (its ``__dict__``).
+Kind = Literal["dicts", "mappings", "events"]
+
+#: An Event's attributes (``vars`` looks ``__dict__`` up through the type: 2x slower).
 _instance_dict = operator.attrgetter("__dict__")
-
-
-def _classify(
-    items: list[Any], trial: Schema, type_column: str
-) -> tuple[Any, list[Mapping[str, Any]], bool, bool]:
-    """(type id per row, -1 for a mapping; attribute mapping per row; whether some row is
-    a mapping; whether every mapping is a ``dict``): an Event's ``__dict__``, a mapping as
-    it is (its ``type_column`` key is not an attribute; the mappings' ids come from it)."""
-    distinct = list(dict.fromkeys(map(type, items)))  # in order of first appearance
-    kinds: dict[type, int] = {}  # class -> type id, or -1 for a mapping class
-    for cls in distinct:
-        if issubclass(cls, Event):
-            tid = trial.add_type(cls)
-            if trial.type_fields[tid] != cls.__fields__:
-                raise DataError(
-                    f"two different event types are named {event_name(cls)!r} in this stream",
-                    row=_first_of(items, cls),
-                    column=type_column,
-                )
-            kinds[cls] = tid
-        elif issubclass(cls, Mapping):
-            kinds[cls] = -1
-        else:
-            raise DataError(f"expected an Event or a dict, got {cls.__name__}", row=_first_of(items, cls))
-    n = len(items)
-    if len(distinct) > 1:
-        ids = np.fromiter(map(kinds.__getitem__, map(type, items)), dtype=np.int32, count=n)
-    else:
-        ids = np.full(n, kinds[distinct[0]] if n else 0, dtype=np.int32)
-    if all(k >= 0 for k in kinds.values()):
-        return ids, list(map(_instance_dict, items)), False, True
-    plain = all(issubclass(cls, (dict, Event)) for cls in kinds)
-    if all(k < 0 for k in kinds.values()):
-        return ids, items, True, plain
-    return ids, [i if isinstance(i, Mapping) else _instance_dict(i) for i in items], True, plain
-
-
-def _name_types(
-    ids: npt.NDArray[np.int32],
-    names: np.ndarray[Any, Any],
-    rows: list[Mapping[str, Any]],
-    trial: Schema,
-    type_column: str,
-) -> None:
-    """Set the ids of the mapping rows (-1 in ``ids``) from their ``type_column`` values
-    (``names``, None where left out): one factorize pass, one look-up per distinct name."""
-    maps = np.flatnonzero(ids < 0)
-    named = names if len(maps) == len(ids) else names[maps]
-    try:
-        codes, uniq = pd.factorize(named)
-    except TypeError:  # an unhashable name: it is looked up (and refused) as its text
-        texts = _objects(map(str, named), len(named))
-        texts[pd.isna(named)] = None
-        codes, uniq = pd.factorize(texts)
-    if (codes < 0).any():  # left out, or None / NaN: no type
-        row = int(maps[first(codes < 0)])
-        if type_column not in rows[row]:
-            raise DataError(f"missing the event type field {type_column!r}", row=row)
-        raise DataError("missing event type", row=row, column=type_column)
-    table = np.empty(len(uniq), dtype=np.int32)
-    for k, (name, row) in enumerate(zip(uniq, first_rows(codes), strict=True)):
-        table[k] = trial.type_id(str(name), row=int(maps[row]), column=type_column)
-    ids[maps] = table[codes]
-
 
 #: Declared types whose gathered columns are converted chunk by chunk, while the chunk's
 #: values are in the CPU cache: what pandas' ``infer_dtype`` must call a chunk (no null,
@@ -123,6 +57,40 @@ _NUMBERS: dict[str, tuple[frozenset[str], type[np.generic]]] = {
     "float": (frozenset({"integer", "floating", "mixed-integer-float"}), np.float64),
     "bool": (frozenset({"boolean"}), np.bool_),
 }
+
+
+def _refuse_input(data: Any) -> None:
+    if data is None or isinstance(data, (str, bytes, Mapping, Event)) or not isinstance(data, Iterable):
+        raise DataError(
+            f"expected events: a list (or any iterable) of Event instances or dicts, a pandas "
+            f"DataFrame or an Arrow table; got {type(data).__name__}"
+            + (" (wrap a single event in a list)" if isinstance(data, (Mapping, Event)) else "")
+        )
+
+
+def _objects(cells: Iterable[Any], n: int) -> npt.NDArray[np.object_]:
+    """The ``n`` cells as a 1-d array of Python objects, each cell as it is (also a list or
+    a tuple, which ``np.array`` would take apart)."""
+    return np.fromiter(cells, dtype=object, count=n)
+
+
+def _values(rows: list[Any], kind: Kind, attr: str) -> Iterator[Any]:
+    """The value of ``attr`` in each row, None where it is left out."""
+    get: Any = dict.get  # (typeshed's overloads do not fit map's two iterables)
+    if kind == "mappings":
+        return (r.get(attr) for r in rows)
+    found = map(_instance_dict, rows) if kind == "events" else rows
+    return map(get, found, itertools.repeat(attr))
+
+
+def _column(rows: list[Any], kind: Kind, attr: str) -> pd.Series:
+    """The values of ``attr`` as a column of objects (a column not gathered with the others)."""
+    return pd.Series(_objects(_values(rows, kind, attr), len(rows)), dtype=object, copy=False)
+
+
+def _series(cells: np.ndarray[Any, Any]) -> pd.Series:
+    series: pd.Series = pd.Series(cells, dtype=cells.dtype, copy=False)  # (objects stay objects)
+    return series
 
 
 def _converted(cells: npt.NDArray[np.object_], dtype: str) -> np.ndarray[Any, Any] | None:
@@ -138,63 +106,59 @@ def _converted(cells: npt.NDArray[np.object_], dtype: str) -> np.ndarray[Any, An
 
 
 def _gather(
-    rows: list[Mapping[str, Any]],
-    plain: bool,
+    rows: list[Any],
+    kind: Kind,
     attrs: Iterable[str],
+    dtypes: Mapping[str, str],
     keys: set[str] | None = None,
-    dtypes: Mapping[str, str] | None = None,
 ) -> dict[str, np.ndarray[Any, Any]]:
     """The values of each of ``attrs`` (None where a row leaves it out) as a column, and
-    when ``keys`` is given every row's keys added to it: chunk by chunk, with C-level loops
-    (``set.update``, ``map(dict.get, ...)``), each chunk's values copied into the column
-    while they are still in the CPU cache. An attribute whose declared type (``dtypes``)
-    is a number or bool, and whose every cell numpy converts as it is, comes as numbers;
-    any other column as Python objects."""
+    when ``keys`` is given every row's keys added to it, chunk by chunk: each chunk's
+    values are copied into the columns while they are in the CPU cache. An attribute whose
+    declared type (``dtypes``) is a number or bool, and whose every value numpy converts as
+    it is, comes as numbers; any other column as Python objects.
+
+    Example: ``_gather([{"x": 1}, {}], "dicts", ["x"], {})`` is ``{"x": array([1, None])}``.
+    """
     n = len(rows)
-    get: Any = dict.get  # (typeshed's overloads do not fit map's two iterables)
-
-    def cells_of(attr: str, part: list[Mapping[str, Any]]) -> npt.NDArray[np.object_]:
-        found = map(get, part, itertools.repeat(attr)) if plain else (r.get(attr) for r in part)
-        return _objects(found, len(part))
-
-    declared = dtypes or {}
     columns = {
-        attr: np.empty(n, dtype=_NUMBERS[declared[attr]][1] if declared.get(attr) in _NUMBERS else object)
+        attr: np.empty(n, dtype=_NUMBERS[dtypes[attr]][1] if dtypes.get(attr) in _NUMBERS else object)
         for attr in attrs
     }
     for start in range(0, n, CHUNK):
         part = rows[start : start + CHUNK]
         end = start + len(part)
+        part_kind: Kind
+        if kind == "events":  # (their __dict__ once per chunk, not once per column)
+            part, part_kind = list(map(_instance_dict, part)), "dicts"
+        else:
+            part_kind = kind
         if keys is not None:
             keys.update(*part)
         for attr, column in columns.items():
-            cells: np.ndarray[Any, Any] = cells_of(attr, part)
+            cells: np.ndarray[Any, Any] = _objects(_values(part, part_kind, attr), len(part))
             if column.dtype != object:
-                numbers = _converted(cells, declared[attr])
+                numbers = _converted(cells, dtypes[attr])
                 if numbers is None:  # objects from here on, and for the chunks before
                     column = columns[attr] = np.empty(n, dtype=object)
-                    column[:start] = cells_of(attr, rows[:start])
+                    column[:start] = _objects(_values(rows[:start], kind, attr), start)
                 else:
                     cells = numbers
             column[start:end] = cells
     return columns
 
 
-def _dict_columns(
-    rows: list[Mapping[str, Any]],
-    plain: bool,
-    type_column: str,
-    columns: Collection[str] | None,
-    dtypes: Mapping[str, str],
+def _mapping_columns(
+    rows: list[Any], kind: Kind, type_column: str, columns: Collection[str] | None, dtypes: Mapping[str, str]
 ) -> tuple[set[str], dict[str, np.ndarray[Any, Any]]]:
     """(every key of the rows but ``type_column``; the values of ``type_column`` and of
     the keys in ``columns``, all keys when None, as :func:`_gather` gives them)."""
     keys: set[str] = set()
     if columns is None:
-        keys.update(*rows)
-        fetched = _gather(rows, plain, keys | {type_column}, dtypes=dtypes)
+        keys.update(*(map(_instance_dict, rows) if kind == "events" else rows))
+        fetched = _gather(rows, kind, keys | {type_column}, dtypes)
     else:
-        fetched = _gather(rows, plain, {type_column, *columns}, keys, dtypes)
+        fetched = _gather(rows, kind, {type_column, *columns}, dtypes, keys)
     keys.discard(type_column)
     return keys, fetched
 
@@ -202,37 +166,93 @@ def _dict_columns(
 def _all_dicts(
     items: list[Any], type_column: str, columns: Collection[str] | None, dtypes: Mapping[str, str]
 ) -> tuple[set[str], dict[str, np.ndarray[Any, Any]]] | None:
-    """:func:`_dict_columns` of rows that are all dicts (the usual input: no look at each
-    row's class first, ``dict.get`` refuses any other row); None when some row is not."""
+    """:func:`_mapping_columns` of rows that are all dicts (the usual input: no look at
+    each row's class first, ``dict.get`` refuses any other row); None when some row is not."""
     if not items or type(items[0]) is not dict:
         return None
     try:
-        return _dict_columns(items, True, type_column, columns, dtypes)
+        return _mapping_columns(items, "dicts", type_column, columns, dtypes)
     except TypeError:  # dict.get of a row that is not a dict
         return None
+
+
+def _classify(items: list[Any], trial: Schema, type_column: str) -> tuple[Any, list[Any], Kind]:
+    """(type id per row, -1 for a mapping, whose type its ``type_column`` names; the rows
+    to read; how to read them): Event instances, dicts, or other mappings (a mix of Event
+    instances and mappings is read as the instances' ``__dict__`` and the mappings)."""
+    n = len(items)
+    classes = map(type, items)
+    if n and operator.countOf(classes, type(items[0])) == n:  # (one class: the usual list)
+        distinct: list[type] = [type(items[0])]
+    else:
+        distinct = list(dict.fromkeys(map(type, items)))  # in order of first appearance
+    kinds: dict[type, int] = {}  # class -> type id, or -1 for a mapping class
+    for cls in distinct:
+        if issubclass(cls, Event):
+            tid = trial.add_type(cls)
+            if trial.type_fields[tid] != cls.__fields__:
+                raise DataError(
+                    f"two different event types are named {event_name(cls)!r} in this stream",
+                    row=_first_of(items, cls),
+                    column=type_column,
+                )
+            kinds[cls] = tid
+        elif issubclass(cls, Mapping):
+            kinds[cls] = -1
+        else:
+            raise DataError(f"expected an Event or a dict, got {cls.__name__}", row=_first_of(items, cls))
+    if len(distinct) > 1:
+        ids = np.fromiter(map(kinds.__getitem__, map(type, items)), dtype=np.int32, count=n)
+    else:
+        ids = np.full(n, kinds[distinct[0]] if n else 0, dtype=np.int32)
+    if all(k >= 0 for k in kinds.values()):
+        return ids, items, "events"
+    if any(k >= 0 for k in kinds.values()):
+        items = [i if isinstance(i, Mapping) else _instance_dict(i) for i in items]
+    return ids, items, "dicts" if all(issubclass(c, (dict, Event)) for c in kinds) else "mappings"
 
 
 def _first_of(items: list[Any], cls: type) -> int:
     return next(k for k, item in enumerate(items) if type(item) is cls)
 
 
-def _objects(cells: Iterable[Any], n: int) -> npt.NDArray[np.object_]:
-    """The ``n`` cells as a 1-d array of Python objects, each cell as it is (also a list or
-    a tuple, which ``np.array`` would take apart)."""
-    return np.fromiter(cells, dtype=object, count=n)
+def _all_equal(cells: np.ndarray[Any, Any]) -> bool:
+    """Whether every cell equals the first (a C-level count, faster than hashing them)."""
+    try:
+        return operator.countOf(cells, cells[0]) == len(cells)
+    except (TypeError, ValueError):  # a cell that does not compare to a bool (an array)
+        return False
 
 
-def _series(cells: np.ndarray[Any, Any]) -> pd.Series:
-    series: pd.Series = pd.Series(cells, dtype=cells.dtype, copy=False)  # (objects stay objects)
-    return series
-
-
-def _column(rows: list[Mapping[str, Any]], plain: bool, attr: str) -> pd.Series:
-    """The values of ``attr`` (None where a row leaves it out) as a column of objects;
-    ``plain``: every row is a ``dict`` (its ``get`` is then called without Python code)."""
-    get: Any = dict.get  # (typeshed's overloads do not fit map's two iterables)
-    cells = map(get, rows, itertools.repeat(attr)) if plain else (r.get(attr) for r in rows)
-    return pd.Series(_objects(cells, len(rows)), dtype=object, copy=False)
+def _name_types(
+    ids: npt.NDArray[np.int32],
+    names: np.ndarray[Any, Any],
+    rows: list[Mapping[str, Any]],
+    trial: Schema,
+    type_column: str,
+) -> None:
+    """Set the ids of the mapping rows (-1 in ``ids``) from their ``type_column`` values
+    (``names``, None where left out): one factorize pass, one look-up per distinct name."""
+    maps = np.flatnonzero(ids < 0)
+    named = names if len(maps) == len(ids) else names[maps]
+    if len(named) and isinstance(named[0], str) and _all_equal(named):  # one event type
+        ids[maps] = trial.type_id(named[0], row=int(maps[0]), column=type_column)
+        return
+    try:
+        codes, uniq = pd.factorize(named)
+    except TypeError:  # an unhashable name: it is looked up (and refused) as its text
+        texts = _objects(map(str, named), len(named))
+        texts[pd.isna(named)] = None
+        codes, uniq = pd.factorize(texts)
+    if (codes < 0).any():  # left out, or None / NaN: no type
+        row = int(maps[first(codes < 0)])
+        if type_column not in rows[row]:
+            raise DataError(f"missing the event type field {type_column!r}", row=row)
+        raise DataError("missing event type", row=row, column=type_column)
+    table = np.empty(len(uniq), dtype=np.int32)
+    for k, (name, row) in enumerate(zip(uniq, first_rows(codes), strict=True)):
+        table[k] = trial.type_id(str(name), row=int(maps[row]), column=type_column)
+    ids[maps] = table[codes]
 
 
 def _refuse_unknown_key(rows: list[Mapping[str, Any]], attr: str, trial: Schema, type_ids: Any) -> None:
@@ -263,27 +283,30 @@ def rows_to_batch(
     items = list(data)
     trial = schema.copy()
     found = _all_dicts(items, type_column, columns, trial.fields)
+    kind: Kind = "dicts"
     if found is None:  # Event instances, other mappings, or something else
-        type_ids, rows, dicts, plain = _classify(items, trial, type_column)
-        found = _dict_columns(rows, plain, type_column, columns, trial.fields) if dicts else None
+        type_ids, items, kind = _classify(items, trial, type_column)
+        if kind == "events":  # their types' attributes
+            present = np.flatnonzero(np.bincount(type_ids)).tolist()  # (no sort, as np.unique)
+            keys = {a for tid in present for a in trial.type_fields[tid]}
+            wanted = keys if columns is None else keys.intersection(columns)
+            fetched = _gather(items, kind, wanted, trial.fields)
+        else:
+            found = _mapping_columns(items, kind, type_column, columns, trial.fields)
     else:
-        type_ids, rows, plain = np.full(len(items), -1, dtype=np.int32), items, True
+        type_ids = np.full(len(items), -1, dtype=np.int32)
     if found is not None:
         keys, fetched = found
-        _name_types(type_ids, fetched.pop(type_column), rows, trial, type_column)
-    else:  # Event instances: their types' attributes
-        keys = {a for tid in np.unique(type_ids).tolist() for a in trial.type_fields[tid]}
-        wanted = keys if columns is None else keys.intersection(columns)
-        fetched = _gather(rows, plain, wanted, dtypes=trial.fields)
-    unknown = keys - set(trial.fields)
-    if unknown:
-        declared = declared_attributes()
-        for attr in sorted(unknown - declared):
-            _refuse_unknown_key(rows, attr, trial, type_ids)
+        _name_types(type_ids, fetched.pop(type_column), items, trial, type_column)
+        unknown = keys - set(trial.fields)
+        if unknown:
+            declared = declared_attributes()
+            for attr in sorted(unknown - declared):
+                _refuse_unknown_key(items, attr, trial, type_ids)
     inputs = {
         attr: RawColumn(functools.partial(_series, fetched[attr]))
         if attr in fetched
-        else RawColumn(functools.partial(_column, rows, plain, attr))
+        else RawColumn(functools.partial(_column, items, kind, attr))
         for attr in keys
     }
     return assemble(
