@@ -92,6 +92,17 @@ def test_comparison_with_a_monotone_plus_after_it() -> None:
         pycel.compile(pycel.seq(a, rising, c).where(b.x < a.x))
 
 
+def test_trend_conditions_the_engine_runs_and_refuses() -> None:
+    """== between iterations is a condition too; a negation or an OR of a trend cannot sit
+    on one atom (it would read prev(b) as b): refused, never a wrong answer."""
+    b = pycel.alias(T0, "b")
+    events = _ticks([1, 1, 2, 2, 2, 0, 1, 1])
+    assert _check(pycel.plus(b.where(b.x == pycel.prev(b).x)).within(events=4), events) > len(events)
+    for cond in (~(b.x <= pycel.prev(b).x), (b.x > pycel.prev(b).x) | (b.f == 0.0)):
+        with pytest.raises(UnsupportedError, match="trend condition"):
+            pycel.compile(pycel.plus(b.where(cond)))
+
+
 def test_not_equal_and_two_comparisons_on_one_edge() -> None:
     a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
     events = _ticks([1, 2, 2, 3, 1, 0, 2, 4])
@@ -167,9 +178,11 @@ def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 # -- generated ----------------------------------------------------------------------------
 _OPS = ("<", "<=", ">", ">=", "!=")
+_TREND_OPS = (*_OPS, "==")
 
 
-_BUILD = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "!=": operator.ne}
+_BUILD = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_BUILD.update({"!=": operator.ne, "==": operator.eq})
 
 
 def _compare(op: str, left: Any, right: Any) -> Any:
@@ -193,7 +206,8 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
         v = pycel.alias(cls, f"v{k}")
         own = getattr(v, attr)
         if draw(st.integers(0, 3)) == 0:  # a trend
-            trend = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(own)), getattr(pycel.prev(v), attr))
+            op = draw(st.sampled_from(_TREND_OPS))
+            trend = _compare(op, draw(_threshold(own)), getattr(pycel.prev(v), attr))
             parts.append(pycel.plus(v.where(trend)))
             if previous is not None and draw(st.booleans()):  # every iteration against the event before
                 cond = _compare(draw(st.sampled_from(_OPS)), own, getattr(previous, attr))

@@ -47,7 +47,7 @@ from .treap import AT_MOST, BELOW, treap_insert, treap_split
 #: H states of a conditioned state's runs whose register is NaN / null.
 SIDE_NAN, SIDE_NULL = 1 << 41, 1 << 42
 #: Condition operators (register OP threshold) and value kinds, as the tables hold them.
-OP_LT, OP_LE, OP_GT, OP_GE, OP_NE = 0, 1, 2, 3, 4
+OP_LT, OP_LE, OP_GT, OP_GE, OP_NE, OP_EQ = 0, 1, 2, 3, 4, 5
 NUMBER, NAN, NULL = 0, 1, 2
 #: The most conditions one state tests (the planner's limit) and the ranges they make,
 #: plus the two side heaps.
@@ -88,6 +88,8 @@ def _holds(op: Int, r: Int, t: Int) -> Truth:
         return r > t
     if op == OP_GE:
         return r >= t
+    if op == OP_EQ:
+        return r == t
     return r != t
 
 
@@ -99,7 +101,7 @@ def _between_holds(op: Int, a: Int, has_a: Truth, b: Int, has_b: Truth, t: Int) 
         return has_b and t >= b
     if op == OP_GT or op == OP_GE:
         return has_a and t <= a
-    return True
+    return op == OP_NE  # == holds at a threshold only
 
 
 @inner

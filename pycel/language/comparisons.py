@@ -28,9 +28,11 @@ def occurrence_read(e: Expr[Any]) -> tuple[str | None, bool] | None:
 
 
 def is_order_comparison(part: Expr[bool]) -> bool:
-    """Whether ``part`` compares two occurrences (or one with its previous iteration) by
-    order or ``!=``, each side reading one of them."""
-    if not (isinstance(part, Compare) and part.op in ORDER_OPS):
+    """Whether ``part`` compares two occurrences by order or ``!=``, or an occurrence with
+    its previous iteration by order, ``!=`` or ``==``, each side reading one of them."""
+    if not isinstance(part, Compare):
         return False
     left, right = occurrence_read(part.left), occurrence_read(part.right)
-    return left is not None and right is not None and left != right
+    if left is None or right is None or left == right:
+        return False
+    return part.op in ORDER_OPS or (part.op == "==" and left[0] == right[0])

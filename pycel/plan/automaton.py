@@ -39,7 +39,7 @@ from pycel.language.absence import seq_chain
 from pycel.language.checks import is_equality_join
 from pycel.language.comparisons import is_order_comparison
 from pycel.language.events import event_name
-from pycel.language.expr import Expr, conjuncts
+from pycel.language.expr import Expr, conjuncts, reads_prev
 from pycel.limits import MAX_ATOMS
 
 if TYPE_CHECKING:
@@ -218,6 +218,13 @@ def _unary_conjuncts(node: Filter) -> tuple[Expr[bool], ...]:
     # Comparisons between occurrences are conditions on edges, not on one atom.
     parts = [p for p in conjuncts(node.predicate) if not is_order_comparison(p)]
     for p in parts:
+        if reads_prev(p):  # not one comparison: an atom cannot see the previous iteration
+            raise UnsupportedError(
+                f"trend condition {p!r}: the engine evaluates trend conditions that compare "
+                "one value of the current iteration with one of the previous (<, <=, >, >=, "
+                "==, !=); write a negation or OR as such comparisons (~(b.x <= prev(b).x) is "
+                "b.x > prev(b).x), or check it with pycel.reference.evaluate"
+            )
         if is_equality_join(p):
             raise UnsupportedError(
                 f"correlation {p!r} between occurrences is not supported by the engine yet"

@@ -30,7 +30,7 @@ from pycel.language.expr import Compare, Expr, conjuncts, expr_key, reads_prev
 
 from .automaton import Nfa
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!=", "==": "=="}
 #: Conditions leaving the atoms of one event type: a state's runs have one ordering, and
 #: an event splits them into at most 2k+1 ranges, each with its own transitions (2**k).
 MAX_CONDITIONS_PER_TYPE = 4
@@ -104,6 +104,8 @@ def _order_conjuncts(node: Pattern, plus_inner: Pattern | None) -> list[tuple[Co
 
 
 def _way_out(part: Expr[Any]) -> str:
+    if reads_prev(part):  # a post-filter sees the whole match, not the iterations
+        return "a trend condition has no post-filter form; check it with pycel.reference.evaluate"
     return f"write where({part!r}, post_filter=True) to check it on complete matches instead"
 
 
@@ -127,6 +129,11 @@ def _condition(
     if left[1] or right[1]:  # a trend: one side reads prev(b)
         prev_side, now_side = (part.left, part.right) if left[1] else (part.right, part.left)
         var = left[0]
+        if right[0] != var:
+            raise UnsupportedError(
+                f"{part!r}: the engine compares an iteration with the previous one of the same "
+                f"occurrence; {_way_out(part)}"
+            )
         beta = _single_atom(nfa, var, part)
         if beta not in nfa.follow.get(beta, ()) or not _one_atom(plus_inner):
             raise UnsupportedError(

@@ -29,7 +29,7 @@ from pycel.plan.planner import Plan
 from .predicates import Overflows, expression_values
 
 Ints = npt.NDArray[np.int64]
-_OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "!=": 4}
+_OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "!=": 4, "==": 5}
 _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 
 

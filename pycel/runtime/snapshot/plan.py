@@ -295,7 +295,7 @@ def nfa_from_json(x: Json) -> Nfa:
     for item in as_list(x.get("conditions", []), "conditions"):
         source, target, register, op, threshold, kind, text = as_list(item, "condition", 7)
         a, b = as_int(source, "condition edge", 0, n), as_int(target, "condition edge", 0, n)
-        if b not in edges[a] or op not in ORDER_OPS or kind not in ("int", "float"):
+        if b not in edges[a] or op not in (*ORDER_OPS, "==") or kind not in ("int", "float"):
             raise bad("a condition on an edge")
         conditions.append(
             EdgeCondition(

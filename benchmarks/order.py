@@ -1,0 +1,166 @@
+"""Benchmark comparisons between occurrences and trends: on the automaton vs post-filters.
+
+A seeded stream of ``--events`` events (default 1M) over ``--keys`` stocks (default 1,000):
+sells (5 %), ticks (90 %) and buys (5 %), each for a uniformly drawn stock whose price is a
+random walk (±0.2 % a step). For each count window w of ``--windows`` it runs
+
+* **rise**: ``seq(s, b).where(b.price > s.price * 1.002)`` — a buy 0.2 % above a sell, per stock;
+* **trend**: ``seq(s, plus(t.where(t.price > prev(t).price)), b).where(t.price > s.price)``
+  with ``limit(1)`` — a sell, a rising run of ticks all above it, a buy, per stock; every
+  end reports one match (the trend's matches grow exponentially with the window);
+
+each once with the comparisons on the automaton (the ordered run index) and once as
+``where(..., post_filter=True)`` (the trend's ``prev`` stays on the automaton: it has no
+post-filter form). The rise gives identical matches both ways (checked); the trend with
+``limit(1)`` gives a match at the same ends both ways (checked), and each match it
+reports is checked to satisfy every comparison. The post-filter form enumerates every
+match before filtering, so above ``--post-max-window`` it is not run.
+
+Timings are the median of ``--repeat`` runs after one untimed run (compile or cache load);
+CPU seconds of the process, since the machine may be shared. CORE has no counterpart: it
+evaluates such comparisons after enumerating.
+
+    python benchmarks/order.py                      # 1M events, windows 100 … 100,000
+    python benchmarks/order.py --events 200000 --windows 100,1000 --repeat 1
+
+Results: printed, and written to benchmarks/results/order.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pycel  # noqa: E402
+
+
+class Quote(pycel.Event):
+    stock: pycel.Field[int]
+    price: pycel.Field[float]
+
+
+class Sell(Quote): ...
+
+
+class Tick(Quote): ...
+
+
+class Buy(Quote): ...
+
+
+def quotes(n: int, keys: int, seed: int = 1) -> pd.DataFrame:
+    """Sells, ticks and buys over ``keys`` stocks, each stock's price a random walk."""
+    rng = np.random.default_rng(seed)
+    kinds = rng.choice(["Sell", "Tick", "Buy"], size=n, p=[0.05, 0.9, 0.05])
+    stock = rng.integers(0, keys, size=n)
+    steps = rng.normal(0.0, 0.002, size=n)
+    # Each stock's walk: cumulative steps within the stock, in stream order.
+    order = np.lexsort((np.arange(n), stock))
+    walk = np.empty(n)
+    sorted_steps = steps[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(stock[order])) + 1]
+    cum = np.cumsum(sorted_steps)
+    base = np.repeat(cum[starts] - sorted_steps[starts], np.diff(np.r_[starts, n]))
+    walk[order] = 100.0 * np.exp(cum - base)
+    return pd.DataFrame({"event_type": kinds, "stock": stock, "price": walk.round(4)})
+
+
+def rise(window: int, post: bool) -> pycel.Pattern:
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    body = pycel.seq(s, b).where(b.price > s.price * 1.002, post_filter=post)
+    return body.within(events=window).partition_by("stock")
+
+
+def trend(window: int, post: bool) -> pycel.Pattern:
+    s, t, b = pycel.alias(Sell, "s"), pycel.alias(Tick, "t"), pycel.alias(Buy, "b")
+    rising = pycel.plus(t.where(t.price > pycel.prev(t).price))
+    body = pycel.seq(s, rising, b).where(t.price > s.price, post_filter=post)
+    return body.within(events=window).partition_by("stock").limit(1)
+
+
+def run(pattern: pycel.Pattern, events: pd.DataFrame) -> pycel.Matches:
+    return pycel.compile(pattern).run(events)
+
+
+def timed(f: Callable[[], pycel.Matches], repeat: int) -> tuple[float, pycel.Matches]:
+    """(median CPU seconds of ``repeat`` calls after an untimed one, the last result)."""
+    result = f()
+    times = []
+    for _ in range(repeat):
+        began = time.process_time()
+        result = f()
+        times.append(time.process_time() - began)
+    return statistics.median(times), result
+
+
+def check_trend(matches: pycel.Matches, events: pd.DataFrame) -> None:
+    """Every reported trend match: ticks rising, all above the sell."""
+    price = events["price"].to_numpy()
+    for m in matches:
+        ticks = [price[p] for p in m["t"]]
+        sell = price[m["s"][0]]
+        if any(b <= a for a, b in zip(ticks, ticks[1:], strict=False)) or min(ticks) <= sell:
+            raise SystemExit(f"trend match {m} breaks a comparison")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--windows", default="100,1000,10000,100000", help="count windows, comma-separated")
+    parser.add_argument("--post-max-window", type=int, default=10_000, help="largest post-filter window")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "order.md"))
+    args = parser.parse_args()
+    events = quotes(args.events, args.keys)
+    rows = []
+    for name, make in (("rise", rise), ("trend", trend)):
+        for w in (int(x) for x in args.windows.split(",")):
+            indexed_s, indexed = timed(lambda m=make, w=w: run(m(w, False), events), args.repeat)
+            post_s: float | None = None
+            if w <= args.post_max_window:
+                post_s, post = timed(lambda m=make, w=w: run(m(w, True), events), args.repeat)
+                same = indexed.keys() == post.keys() if name == "rise" else (
+                    {m.end for m in indexed} == {m.end for m in post}
+                )
+                if not same:
+                    raise SystemExit(f"{name}, window {w}: the two forms disagree")
+            if name == "trend":
+                check_trend(indexed, events)
+            rows.append((name, w, len(indexed), args.events / indexed_s, indexed_s, post_s))
+            print(f"{name} window {w}: {rows[-1]}", flush=True)
+    lines = [
+        "# Comparisons between occurrences: the ordered run index vs post-filters",
+        "",
+        f"`python benchmarks/order.py --events {args.events} --keys {args.keys} --windows {args.windows} "
+        f"--post-max-window {args.post_max_window} --repeat {args.repeat}`; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}; CPU seconds (median of {args.repeat}); the two forms "
+        "checked to agree (rise: identical matches; trend with limit(1): the same ends, and every "
+        "match reported satisfies the comparisons).",
+        "",
+        "| pattern | window | matches | indexed ev/CPU-s | indexed s | post-filter s | post / indexed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, w, m, rate, x, y in rows:
+        post_text = f"{y:.3f}" if y is not None else "not run"
+        ratio = f"{y / x:.1f}×" if y is not None else "-"
+        lines.append(f"| {name} | {w:,} | {m:,} | {rate / 1e6:.2f}M | {x:.3f} | {post_text} | {ratio} |")
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
