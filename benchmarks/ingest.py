@@ -5,8 +5,8 @@ For each input kind (pandas DataFrame, Arrow table, list of dicts, Event instanc
 times ``to_batch`` (with the query's read columns when ``to_batch`` takes ``columns=``)
 and the matching of the ready batch (``stream.push(batch)``), and prints events/s and the
 share of the run spent in ingestion. Then ``pycel run`` on the same events as CSV and as
-Parquet (in process, output to /dev/null), then list-of-dicts ingestion at 10k…1M rows
-beside the same rows as a DataFrame.
+Parquet (in process, output to /dev/null), then the ingestion of lists of dicts and of
+Event instances at 10k…1M rows beside the same rows as a DataFrame.
 Times are CPU seconds of this process, best of ``--repeats``.
 
 Run::
@@ -144,17 +144,21 @@ def main() -> None:
             print(f"{kind + suffix:<24} {ingest * 1e3:>10.1f} {args.events / ingest:>12,.0f} "
                   f"{match * 1e3:>9.1f} {ingest / (ingest + match):>15.0%}")
     _cli(frame, args.repeats)
-    print("\nlist of dicts vs DataFrame (taxis schema), ingestion time (CPU s):")
-    print(f"{'rows':>9} {'dicts s':>8} {'dicts rows/s':>13} {'DataFrame s':>12} {'dicts/DataFrame':>16}")
+    print("\nlists of dicts and of Event instances vs the DataFrame (taxis schema), ingestion (CPU s):")
+    print(f"{'rows':>9} {'DataFrame s':>12} {'dicts s':>8} {'dicts rows/s':>13} {'ratio':>6} "
+          f"{'Events s':>9} {'Events rows/s':>14} {'ratio':>6}")
     for rows in (n for n in (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= args.max_rows):
         table = taxi_frame(rows, seed=rows)
         many = table.to_dict("records")
+        events = [trip(**{k: v for k, v in r.items() if k != "event_type"}) for r in many]
         repeats = max(1, args.repeats // 2)
-        seconds = best_of(repeats, lambda many=many: to_batch(many, Schema.for_types([trip]), **extra))
         columnar = best_of(repeats, lambda table=table: to_batch(table, Schema.for_types([trip]), **extra))
-        ratio = seconds / columnar
-        print(f"{rows:>9,} {seconds:>8.3f} {rows / seconds:>13,.0f} {columnar:>12.4f} {ratio:>15.1f}x")
-        del many, table
+        line = f"{rows:>9,} {columnar:>12.4f}"
+        for listed in (many, events):
+            seconds = best_of(repeats, lambda x=listed: to_batch(x, Schema.for_types([trip]), **extra))
+            line += f" {seconds:>8.3f} {rows / seconds:>13,.0f} {seconds / columnar:>5.1f}x"
+        print(line)
+        del many, events, table
 
 
 def _cli(frame: pd.DataFrame, repeats: int) -> None:
