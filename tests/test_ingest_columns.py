@@ -207,7 +207,9 @@ def test_lists_of_dicts_and_events_ingest_as_a_dataframe(raw: list[Any], read: s
         else:
             dicts.append({"event_type": "Quote", "sym": sym, "qty": qty, "px": px})
             events.append(Quote(sym=sym, qty=qty, px=px, ok=None, at=None))
-    frame = pd.DataFrame(dicts, columns=["event_type", "sym", "qty", "px", "why"]).astype({"qty": object})
+    # (each column as the objects given: pd.DataFrame(dicts) makes [None, 2**53 + 1] floats)
+    names = ["event_type", "sym", "qty", "px", "why"]
+    frame = pd.DataFrame({c: pd.Series([d.get(c) for d in dicts], dtype=object) for c in names})
     expected = to_batch(frame, Schema.for_types(TYPES), columns=read)
     for data in (dicts, events):
         got = to_batch(data, Schema.for_types(TYPES), columns=read)

@@ -289,7 +289,9 @@ def rows_to_batch(
         if kind == "events":  # their types' attributes
             present = np.flatnonzero(np.bincount(type_ids)).tolist()  # (no sort, as np.unique)
             keys = {a for tid in present for a in trial.type_fields[tid]}
-            wanted = keys if columns is None else keys.intersection(columns)
+            # also those some type lacks: assemble checks that its rows hold no value there
+            common = keys.intersection(*(trial.type_fields[tid] for tid in present))
+            wanted = keys if columns is None else keys.intersection(columns) | (keys - common)
             fetched = _gather(items, kind, wanted, trial.fields)
         else:
             found = _mapping_columns(items, kind, type_column, columns, trial.fields)
