@@ -253,6 +253,8 @@ def test_nulls() -> None:
         (pd.DataFrame({"event_type": ["Door", "Window"]}), "unknown event type 'Window'", 1, "event_type"),
         # unknown attribute
         ([{"event_type": "Door", "opened": True, "colour": "red"}], "has no attribute 'colour'", 0, "colour"),
+        # (a key that is not a string among them: sorted with the others, not a TypeError)
+        ([{"event_type": "Door", 7: True, "colour": "red"}], "has no attribute 'colour'", 0, "colour"),
         ([Door(), {"event_type": "Door", "value": 1.0}], "Door has no attribute 'value'", 1, "value"),
         (
             pd.DataFrame({"event_type": ["Door", "Door"], "colour": [None, "red"]}),

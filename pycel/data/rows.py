@@ -303,7 +303,7 @@ def rows_to_batch(
         unknown = keys - set(trial.fields)
         if unknown:
             declared = declared_attributes()
-            for attr in sorted(unknown - declared):
+            for attr in sorted(unknown - declared, key=repr):  # (keys need not be strings)
                 _refuse_unknown_key(items, attr, trial, type_ids)
     inputs = {
         attr: RawColumn(functools.partial(_series, fetched[attr]))
