@@ -301,6 +301,29 @@ def test_one_odd_cell_in_any_chunk_of_a_number_column_is_taken_as_a_dataframe_ta
             assert _outcome(lambda dicts=dicts: _ingested(dicts, {attr})) == expected
 
 
+@pytest.mark.parametrize("name", [None, math.nan, "Halt", np.str_("Quote"), 7, ["Quote"], "left out"])
+def test_another_event_type_cell_in_any_chunk_is_taken_as_a_dataframe_takes_it(name: Any) -> None:
+    """A list whose rows all name one event type is checked with a count per chunk, not
+    hashed; a row naming another (or none, or something else) in any chunk gives the
+    DataFrame's batch or error."""
+    for where in range(7):
+        dicts: list[dict[str, Any]] = [{"event_type": "Quote", "sym": f"S{k}"} for k in range(7)]
+        dicts[where]["event_type"] = name
+        if name == "left out":
+            del dicts[where]["event_type"]
+        cells = {c: pd.Series([d.get(c) for d in dicts], dtype=object) for c in ("event_type", "sym")}
+        frame = pd.DataFrame(cells)
+        expected = _outcome(lambda frame=frame: _ingested(frame, {"sym"}))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(rows, "CHUNK", 3)
+            got = _outcome(lambda dicts=dicts: _ingested(dicts, {"sym"}))
+        if name == "left out":  # (a DataFrame cannot leave a cell out: there it is a null)
+            assert got[:3] == ("DataError", f"missing the event type field 'event_type' (row {where})", where)
+            assert expected[2:] == (where, "event_type")
+        else:
+            assert got == expected
+
+
 def test_an_event_type_that_is_none_or_nan_in_a_dict_is_named() -> None:
     """(A None or NaN event type took the last event type of the data, silently.)"""
     for null in (None, math.nan):

@@ -105,26 +105,40 @@ def _converted(cells: npt.NDArray[np.object_], dtype: str) -> np.ndarray[Any, An
         return None
 
 
+def _all_are(values: Iterator[Any], value: str, n: int) -> bool:
+    """Whether all ``n`` values equal ``value`` (a C-level count)."""
+    try:
+        return operator.countOf(values, value) == n
+    except (TypeError, ValueError):  # a value that does not compare to a bool (an array)
+        return False
+
+
 def _gather(
     rows: list[Any],
     kind: Kind,
     attrs: Iterable[str],
     dtypes: Mapping[str, str],
     keys: set[str] | None = None,
-) -> dict[str, np.ndarray[Any, Any]]:
-    """The values of each of ``attrs`` (None where a row leaves it out) as a column, and
-    when ``keys`` is given every row's keys added to it, chunk by chunk: each chunk's
-    values are copied into the columns while they are in the CPU cache. An attribute whose
-    declared type (``dtypes``) is a number or bool, and whose every value numpy converts as
-    it is, comes as numbers; any other column as Python objects.
+    type_column: str | None = None,
+) -> tuple[dict[str, np.ndarray[Any, Any]], np.ndarray[Any, Any] | str]:
+    """(the values of each of ``attrs``, None where a row leaves it out, as a column; the
+    values of ``type_column`` as a column of objects, or the one string every row holds
+    there), and when ``keys`` is given every row's keys added to it, chunk by chunk: each
+    chunk's values are copied into the columns while they are in the CPU cache. An
+    attribute whose declared type (``dtypes``) is a number or bool, and whose every value
+    numpy converts as it is, comes as numbers; any other column as Python objects.
 
-    Example: ``_gather([{"x": 1}, {}], "dicts", ["x"], {})`` is ``{"x": array([1, None])}``.
+    Example: ``_gather([{"x": 1}, {}], "dicts", ["x"], {})[0]`` is ``{"x": array([1, None])}``.
     """
     n = len(rows)
     columns = {
         attr: np.empty(n, dtype=_NUMBERS[dtypes[attr]][1] if dtypes.get(attr) in _NUMBERS else object)
         for attr in attrs
     }
+    names: np.ndarray[Any, Any] | str = np.empty(n if type_column else 0, dtype=object)
+    if type_column is not None and n:
+        first_name = next(_values(rows[:1], kind, type_column))
+        names = first_name if isinstance(first_name, str) else names  # (the usual list: one type)
     for start in range(0, n, CHUNK):
         part = rows[start : start + CHUNK]
         end = start + len(part)
@@ -135,6 +149,12 @@ def _gather(
             part_kind = kind
         if keys is not None:
             keys.update(*part)
+        if type_column is not None:
+            given = _values(part, part_kind, type_column)
+            if isinstance(names, str) and not _all_are(given, names, len(part)):
+                names = np.full(n, names, dtype=object)  # (the rows before all hold it)
+            if not isinstance(names, str):
+                names[start:end] = _objects(_values(part, part_kind, type_column), len(part))
         for attr, column in columns.items():
             cells: np.ndarray[Any, Any] = _objects(_values(part, part_kind, attr), len(part))
             if column.dtype != object:
@@ -145,27 +165,32 @@ def _gather(
                 else:
                     cells = numbers
             column[start:end] = cells
-    return columns
+    return columns, names
+
+
+#: What :func:`_mapping_columns` finds: (every key but the type column; the type column's
+#: values, or the one string all rows hold there; the columns fetched).
+Found = tuple[set[str], "np.ndarray[Any, Any] | str", dict[str, np.ndarray[Any, Any]]]
 
 
 def _mapping_columns(
     rows: list[Any], kind: Kind, type_column: str, columns: Collection[str] | None, dtypes: Mapping[str, str]
-) -> tuple[set[str], dict[str, np.ndarray[Any, Any]]]:
-    """(every key of the rows but ``type_column``; the values of ``type_column`` and of
-    the keys in ``columns``, all keys when None, as :func:`_gather` gives them)."""
+) -> Found:
+    """The keys of the rows, their event types and the keys in ``columns`` (all keys when
+    None), as :func:`_gather` gives them."""
     keys: set[str] = set()
     if columns is None:
         keys.update(*(map(_instance_dict, rows) if kind == "events" else rows))
-        fetched = _gather(rows, kind, keys | {type_column}, dtypes)
+        fetched, names = _gather(rows, kind, keys - {type_column}, dtypes, type_column=type_column)
     else:
-        fetched = _gather(rows, kind, {type_column, *columns}, dtypes, keys)
+        fetched, names = _gather(rows, kind, set(columns), dtypes, keys, type_column)
     keys.discard(type_column)
-    return keys, fetched
+    return keys, names, fetched
 
 
 def _all_dicts(
     items: list[Any], type_column: str, columns: Collection[str] | None, dtypes: Mapping[str, str]
-) -> tuple[set[str], dict[str, np.ndarray[Any, Any]]] | None:
+) -> Found | None:
     """:func:`_mapping_columns` of rows that are all dicts (the usual input: no look at
     each row's class first, ``dict.get`` refuses any other row); None when some row is not."""
     if not items or type(items[0]) is not dict:
@@ -216,28 +241,21 @@ def _first_of(items: list[Any], cls: type) -> int:
     return next(k for k, item in enumerate(items) if type(item) is cls)
 
 
-def _all_equal(cells: np.ndarray[Any, Any]) -> bool:
-    """Whether every cell equals the first (a C-level count, faster than hashing them)."""
-    try:
-        return operator.countOf(cells, cells[0]) == len(cells)
-    except (TypeError, ValueError):  # a cell that does not compare to a bool (an array)
-        return False
-
-
 def _name_types(
     ids: npt.NDArray[np.int32],
-    names: np.ndarray[Any, Any],
+    names: np.ndarray[Any, Any] | str,
     rows: list[Mapping[str, Any]],
     trial: Schema,
     type_column: str,
 ) -> None:
     """Set the ids of the mapping rows (-1 in ``ids``) from their ``type_column`` values
-    (``names``, None where left out): one factorize pass, one look-up per distinct name."""
+    (``names``, None where left out, or the one name of every row): one factorize pass,
+    one look-up per distinct name."""
     maps = np.flatnonzero(ids < 0)
-    named = names if len(maps) == len(ids) else names[maps]
-    if len(named) and isinstance(named[0], str) and _all_equal(named):  # one event type
-        ids[maps] = trial.type_id(named[0], row=int(maps[0]), column=type_column)
+    if isinstance(names, str):  # one event type
+        ids[maps] = trial.type_id(names, row=int(maps[0]) if len(maps) else None, column=type_column)
         return
+    named = names if len(maps) == len(ids) else names[maps]
     try:
         codes, uniq = pd.factorize(named)
     except TypeError:  # an unhashable name: it is looked up (and refused) as its text
@@ -292,14 +310,14 @@ def rows_to_batch(
             # also those some type lacks: assemble checks that its rows hold no value there
             common = keys.intersection(*(trial.type_fields[tid] for tid in present))
             wanted = keys if columns is None else keys.intersection(columns) | (keys - common)
-            fetched = _gather(items, kind, wanted, trial.fields)
+            fetched = _gather(items, kind, wanted, trial.fields)[0]
         else:
             found = _mapping_columns(items, kind, type_column, columns, trial.fields)
     else:
         type_ids = np.full(len(items), -1, dtype=np.int32)
     if found is not None:
-        keys, fetched = found
-        _name_types(type_ids, fetched.pop(type_column), items, trial, type_column)
+        keys, names, fetched = found
+        _name_types(type_ids, names, items, trial, type_column)
         unknown = keys - set(trial.fields)
         if unknown:
             declared = declared_attributes()
