@@ -297,13 +297,13 @@ def cluster_cores(df: DataFrame) -> int:
 
 def check_distinct_positions(df: DataFrame, position_column: str, id_column: str | None) -> None:
     """Raise a :class:`DataError` naming them if positions repeat or are null anywhere in
-    ``df`` (one aggregation job over that column: each group checks only its own rows,
-    and two events of different keys at one position would go unnoticed there)."""
-    count, first, last = "_pycel_count", "_pycel_first_id", "_pycel_last_id"
-    ids = [F.min(id_column).alias(first), F.max(id_column).alias(last)] if id_column is not None else []
+    ``df`` (one aggregation job over that column alone: each group checks only its own
+    rows, and two events of different keys at one position would go unnoticed there;
+    the ids of the events are read only when there is an error to report)."""
+    count = "_pycel_count"
     bad = (
         df.groupBy(position_column)
-        .agg(F.count(F.lit(1)).alias(count), *ids)
+        .agg(F.count(F.lit(1)).alias(count))
         .where((F.col(count) > 1) | F.col(position_column).isNull())
         .orderBy(F.col(position_column).asc_nulls_first())
         .limit(_SHOWN_DUPLICATES)
@@ -318,9 +318,18 @@ def check_distinct_positions(df: DataFrame, position_column: str, id_column: str
             null_ids = [r[0] for r in null_rows.select(id_column).limit(_SHOWN_DUPLICATES).collect()]
             which = f" ({id_column} {null_ids})"
         raise DataError(f"null positions{which}: every event needs a position", column=position_column)
+    ids: dict[object, tuple[object, object]] = {}
+    if id_column is not None:
+        repeated = df.where(F.col(position_column).isin([r[position_column] for r in bad]))
+        spans = repeated.groupBy(position_column).agg(F.min(id_column), F.max(id_column)).collect()
+        ids = {r[0]: (r[1], r[2]) for r in spans}
     shown = ", ".join(
         f"{r[position_column]} ({r[count]} events"
-        + (f", {id_column} {r[first]!r} ... {r[last]!r}" if id_column is not None else "")
+        + (
+            f", {id_column} {ids[r[position_column]][0]!r} ... {ids[r[position_column]][1]!r}"
+            if id_column is not None
+            else ""
+        )
         + ")"
         for r in bad
     )
