@@ -12,6 +12,7 @@ checked by mypy through the stubs in typings/numba.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from numba import njit
+from numba.core.event import Event, Listener, register, unregister
 
 import pycel
 from pycel.dsl import Limit
@@ -281,3 +284,55 @@ def test_batch_input_fixes_every_field_type() -> None:
     assert batch.key_valid.dtype == np.bool_ and batch.key_valid.flags.c_contiguous
     for scalar in (batch.offset, batch.projection_mask, batch.limit, batch.consume):
         assert type(scalar) is np.int64
+
+
+class _CollectorWatch(Listener):
+    """Records, at the start of each Numba compilation, whether the collector is on."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, bool] = {}
+
+    def on_start(self, event: Event) -> None:
+        self.seen[event.data["dispatcher"].py_func.__qualname__] = gc.isenabled()
+
+    def on_end(self, event: Event) -> None:
+        pass
+
+
+def _fresh_kernel(module: str) -> Any:
+    """A new function (so Numba compiles it, no cache) that claims to live in ``module``."""
+
+    def probe(x: int) -> int:
+        return x + 1
+
+    probe.__module__ = module
+    probe.__qualname__ = f"probe_{module.replace('.', '_')}"
+    return njit(probe)
+
+
+def test_no_garbage_collection_while_a_pycel_kernel_compiles() -> None:
+    """The cyclic collector is off from the start to the end of the compilation of a
+    pycel.jit kernel (pycel/jit/compiling.py: each full collection walks the whole process
+    while Numba makes garbage), on again afterwards; other compilations are left alone,
+    and a collector the program turned off stays off."""
+    watch = _CollectorWatch()
+    register("numba:compile", watch)  # after pycel's listener: sees the state it set
+    was_enabled = gc.isenabled()
+    try:
+        gc.enable()
+        assert _fresh_kernel("pycel.jit._probe")(1) == 2
+        assert watch.seen["probe_pycel_jit__probe"] is False
+        assert gc.isenabled()
+        assert _fresh_kernel("someone.else")(1) == 2
+        assert watch.seen["probe_someone_else"] is True
+        assert gc.isenabled()
+        gc.disable()
+        assert _fresh_kernel("pycel.jit._probe_off")(1) == 2
+        assert watch.seen["probe_pycel_jit__probe_off"] is False
+        assert not gc.isenabled()  # the program's choice
+    finally:
+        unregister("numba:compile", watch)
+        if was_enabled:
+            gc.enable()
+        else:
+            gc.disable()

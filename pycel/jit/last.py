@@ -191,14 +191,41 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
         """:func:`pycel.jit.runtime.run_batch` under LAST, or NEXT when ``next_mode`` (the
         same arguments plus the order list ``order``; the same results plus the order
         list)."""
-        E, U, HT, ctr, OL = store.E, store.U, store.HT, store.ctr, order
-        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-        ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
-        extends, label_masks = tables.extends, tables.label_masks
-        aptr, alabel, adst, asrc = tables.aptr, tables.alabel, tables.adst, tables.asrc
+        # One field per statement (see pycel.jit.runtime._all_loop).
+        E = store.E
+        U = store.U
+        HT = store.HT
+        ctr = store.ctr
+        OL = order
+        classes = batch.classes
+        keys = batch.keys
+        key_valid = batch.key_valid
+        lows = batch.window_starts
+        offset = batch.offset
+        proj_mask = batch.projection_mask
+        limit = batch.limit
+        consume = batch.consume
+        ptr = tables.ptr
+        src = tables.src
+        label = tables.label
+        dst = tables.dst
+        final = tables.final
+        extends = tables.extends
+        label_masks = tables.label_masks
+        aptr = tables.aptr
+        alabel = tables.alabel
+        adst = tables.adst
+        asrc = tables.asrc
         n = classes.shape[0]
-        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        out_se = work.se
+        out_off = work.offsets
+        out_var = work.var_ids
+        out_pos = work.positions
+        path = work.path
+        stack_h = work.stack_h
+        stack_d = work.stack_d
+        seen = work.seen
+        max_labels = work.max_labels
         new_x = np.empty(64, dtype=np.int64)
         new_d = np.empty(64, dtype=np.int64)
         new_r = np.empty(64, dtype=np.int64)

@@ -107,14 +107,39 @@ def _max_loop(distinct: bool) -> MaxLoop:
         store: NodeStore, pairs: Ints, batch: BatchInput, tables: MaxArrays, work: Buffers
     ) -> MaxStep:
         """See :func:`run_batch_max`."""
-        E, U, HT, ctr, PS = store.E, store.U, store.HT, store.ctr, pairs
-        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-        mark_ptr, mark_label, mark_dst = tables.mark_ptr, tables.mark_label, tables.mark_dst
-        mark_out, skip_dst, initial, inert = tables.mark_out, tables.skip_dst, tables.initial, tables.inert
-        n_pairs, label_masks = tables.n_pairs, tables.label_masks
+        # One field per statement (see pycel.jit.runtime._all_loop).
+        E = store.E
+        U = store.U
+        HT = store.HT
+        ctr = store.ctr
+        PS = pairs
+        classes = batch.classes
+        keys = batch.keys
+        key_valid = batch.key_valid
+        lows = batch.window_starts
+        offset = batch.offset
+        proj_mask = batch.projection_mask
+        limit = batch.limit
+        consume = batch.consume
+        mark_ptr = tables.mark_ptr
+        mark_label = tables.mark_label
+        mark_dst = tables.mark_dst
+        mark_out = tables.mark_out
+        skip_dst = tables.skip_dst
+        initial = tables.initial
+        inert = tables.inert
+        n_pairs = tables.n_pairs
+        label_masks = tables.label_masks
         n = classes.shape[0]
-        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        out_se = work.se
+        out_off = work.offsets
+        out_var = work.var_ids
+        out_pos = work.positions
+        path = work.path
+        stack_h = work.stack_h
+        stack_d = work.stack_d
+        seen = work.seen
+        max_labels = work.max_labels
         cur_p = np.empty(16, dtype=np.int64)  # the key's pairs and roots
         cur_r = np.empty(16, dtype=np.int64)
         mv_dst = np.empty(64, dtype=np.int64)  # moves: target pair, node, kind

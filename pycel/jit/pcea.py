@@ -198,15 +198,36 @@ def _hcq_loop(distinct: bool) -> HcqLoop:
     @njit(cache=True)
     def run_batch_parallel(store: NodeStore, batch: HcqInput, tables: HcqArrays, work: Buffers) -> Step:
         """See :func:`run_batch_hcq`."""
-        E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
-        bits, keys, key_valid, same_ok = batch.bits, batch.keys, batch.key_valid, batch.same_ok
-        lows, offset, proj_mask, limit = batch.window_starts, batch.offset, batch.projection_mask, batch.limit
-        mask, dst, final, same, nkids = tables.mask, tables.dst, tables.final, tables.same, tables.nkids
-        kids, kid_combo, dst_combo = tables.kids, tables.kid_combo, tables.dst_combo
+        # One field per statement (see pycel.jit.runtime._all_loop).
+        E = store.E
+        U = store.U
+        HT = store.HT
+        ctr = store.ctr
+        bits = batch.bits
+        keys = batch.keys
+        key_valid = batch.key_valid
+        same_ok = batch.same_ok
+        lows = batch.window_starts
+        offset = batch.offset
+        proj_mask = batch.projection_mask
+        limit = batch.limit
+        mask = tables.mask
+        dst = tables.dst
+        final = tables.final
+        same = tables.same
+        nkids = tables.nkids
+        kids = tables.kids
+        kid_combo = tables.kid_combo
+        dst_combo = tables.dst_combo
         label_masks = tables.label_masks
         n = bits.shape[0]
         n_trans = mask.shape[0]
-        out_se, out_off, out_var, out_pos, _path, _sh, _sd, seen, max_labels = work
+        out_se = work.se
+        out_off = work.offsets
+        out_var = work.var_ids
+        out_pos = work.positions
+        seen = work.seen
+        max_labels = work.max_labels
         new_x = np.empty(64, dtype=np.int64)
         new_d = np.empty(64, dtype=np.int64)
         new_t = np.empty(64, dtype=np.int64)

@@ -193,15 +193,43 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
         ``batch.consume``: 0 none, 1 any, 2 partition (read only when ``consuming``);
         δ_adj (``tables.aptr``…) is read only when ``contiguous``.
         """
-        E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
-        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-        ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
-        extends, extends_gap = tables.extends, tables.extends_gap
+        # One field per statement: ``a, b = t.a, t.b`` builds and unpacks a temporary tuple
+        # of arrays, whose reference counting Numba spells out field by field (about a tenth
+        # of this function's LLVM IR, compiled for nothing).
+        E = store.E
+        U = store.U
+        HT = store.HT
+        ctr = store.ctr
+        classes = batch.classes
+        keys = batch.keys
+        key_valid = batch.key_valid
+        lows = batch.window_starts
+        offset = batch.offset
+        proj_mask = batch.projection_mask
+        limit = batch.limit
+        consume = batch.consume
+        ptr = tables.ptr
+        src = tables.src
+        label = tables.label
+        dst = tables.dst
+        final = tables.final
+        extends = tables.extends
+        extends_gap = tables.extends_gap
         label_masks = tables.label_masks
-        aptr, asrc, alabel, adst = tables.aptr, tables.asrc, tables.alabel, tables.adst
+        aptr = tables.aptr
+        asrc = tables.asrc
+        alabel = tables.alabel
+        adst = tables.adst
         n = classes.shape[0]
-        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        out_se = work.se
+        out_off = work.offsets
+        out_var = work.var_ids
+        out_pos = work.positions
+        path = work.path
+        stack_h = work.stack_h
+        stack_d = work.stack_d
+        seen = work.seen
+        max_labels = work.max_labels
         new_x = np.empty(64, dtype=np.int64)
         new_d = np.empty(64, dtype=np.int64)
         # int64 from the start (ZERO, not 0): they reach _enumerate, which would otherwise

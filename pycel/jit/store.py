@@ -265,10 +265,14 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     the live ones need it."""
     if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
         return HT
+    # One pass tests every entry and marks the dead ones empty (HT is replaced below, so
+    # it may be written): the test, inlined, is compiled once instead of twice.
     alive = 0
     for s in range(HT.shape[1]):
         if _entry_alive(HT, U, ctr, s, lo, keep_all):
             alive += 1
+        else:
+            HT[H_STATE, s] = EMPTY
     cap = HT.shape[1]
     while (alive + room) * 4 > cap:
         cap *= 2
@@ -277,7 +281,7 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     new = np.full((H_ROWS, cap), EMPTY, dtype=np.int64)
     ctr[C_H_COUNT] = 0
     for s in range(HT.shape[1]):
-        if _entry_alive(HT, U, ctr, s, lo, keep_all):
+        if HT[H_STATE, s] != EMPTY:
             t = ht_slot(new, ctr, HT[H_STATE, s], HT[H_KEY, s])
             for r in range(H_VAL, H_ROWS):
                 new[r, t] = HT[r, s]
