@@ -176,13 +176,14 @@ Enumerator = Callable[
 ]  # fmt: skip
 
 
-def _enumerator(distinct: bool) -> Enumerator:
+def _enumerator(distinct: bool, ordered: bool = False) -> Enumerator:
     """The enumerator, with the duplicate check of a projection (``distinct``) or without.
 
     Two compiled functions rather than a test at run time, so that a query which projects
     nothing away never compiles the check (:func:`_seen_before`, about a second of cold
     compile); ``distinct`` is a closure constant, so Numba drops the branch it disables
-    before typing it, and caches each variant apart (keyed by the constant)."""
+    before typing it, and caches each variant apart (keyed by the constant). ``ordered``
+    likewise adds the treap nodes' check (pycel.jit.treap) for the ordered loop only."""
 
     @inner
     def enumerate_matches(
@@ -235,7 +236,7 @@ def _enumerator(distinct: bool) -> Enumerator:
                     stack_d[top] = d
                     top += 1
                 e = U[U_CONTENT, hs]
-                if U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
+                if ordered and U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
                     continue  # an ordered index node whose own run left the window (its children did not)
                 if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
                     stack_h[top] = E[E_CHILD, e & emask]
@@ -300,6 +301,9 @@ def _enumerator(distinct: bool) -> Enumerator:
 _enumerate = _enumerator(False)
 #: A projection drops variables: repeated matches of one end are taken back.
 _enumerate_distinct = _enumerator(True)
+#: The same over ordered run indexes (pycel.jit.treap), for the ordered loop only.
+_enumerate_ordered = _enumerator(False, True)
+_enumerate_ordered_distinct = _enumerator(True, True)
 
 
 def drops_variables(label_masks: Ints, proj_mask: Int) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
-from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
+from .enumerate import _enumerate_ordered, _enumerate_ordered_distinct, _grow, drops_variables, new_buffers
 from .inner import inner
 from .runtime import _fire, _insert
 from .store import (
@@ -211,9 +211,9 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
         n_ent = ZERO
         budget_all = limit if limit >= 0 else 1 << 62
         if distinct:
-            enumerate_matches = _enumerate_distinct
+            enumerate_matches = _enumerate_ordered_distinct
         else:
-            enumerate_matches = _enumerate
+            enumerate_matches = _enumerate_ordered
         for j in range(n):
             if not key_valid[j]:
                 continue

@@ -48,9 +48,11 @@ AT_MOST = np.bool_(True)
 
 @inner
 def _priority(content: Int) -> Int:
-    h = (content * 0x9E3779B97F4A7C15) & 0x7FFFFFFFFFFFFFFF
-    h ^= h >> 31
-    p: Int = h & 0x3FFFFFFF
+    """A pseudo-random priority from the content's id (splitmix64's finalizer, 62 bits)."""
+    h = content & 0x3FFFFFFFFFFFFFFF
+    h = ((h ^ (h >> 30)) * 0x3F58476D1CE4E5B9) & 0x3FFFFFFFFFFFFFFF
+    h = ((h ^ (h >> 27)) * 0x14D049BB133111EB) & 0x3FFFFFFFFFFFFFFF
+    p: Int = (h ^ (h >> 31)) & 0x3FFFFFFF
     return p
 
 
