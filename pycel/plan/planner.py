@@ -228,7 +228,10 @@ def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
             if part.variables() <= {node.var}:
                 continue
             if not (
-                isinstance(part, Compare) and isinstance(part.left, Attr) and isinstance(part.right, Attr)
+                isinstance(part, Compare)
+                and part.op == "=="
+                and isinstance(part.left, Attr)
+                and isinstance(part.right, Attr)
             ):
                 raise UnsupportedError(
                     f"the engine correlates an absence by equalities of attributes (run keys) or "
