@@ -367,6 +367,15 @@ BATCH_PATTERNS = {
     "nested classes": (s & b & b2)
     .where((s.name == b.name) & (b.name == b2.name) & (b.volume == b2.volume))
     .within(events=12),
+    # order comparisons on the automaton's edges (the ordered run index), per key and cut
+    # into ranges
+    "comparison": (s >> b).where(b.price > s.price).within(events=20).partition_by(Stock.name),
+    "comparison, trend": (s >> pycel.plus(b.where(b.price > pycel.prev(b).price)))
+    .within(events=10)
+    .partition_by(Stock.name),
+    "comparison, unpartitioned": (s.where(s.volume > 700) >> b.where(b.volume > 700))
+    .where(b.price >= s.price)
+    .within(events=30),
 }
 
 
