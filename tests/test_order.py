@@ -28,27 +28,27 @@ from pycel.errors import UnsupportedError
 from pycel.reference import evaluate
 
 
-class Tick(pycel.Event):
+class PxTick(pycel.Event):
     x: pycel.Field[int]
     f: pycel.Field[float]
     s: pycel.Field[str]
     time: pycel.Field[int]
 
 
-class T0(Tick): ...
+class Px0(PxTick): ...
 
 
-class T1(Tick): ...
+class Px1(PxTick): ...
 
 
-TYPES = (T0, T1)
+TYPES = (Px0, Px1)
 
 
 def _keys(matches: Any) -> list[str]:
     return sorted(map(repr, matches))
 
 
-def _check(pattern: Pattern, events: list[Tick]) -> int:
+def _check(pattern: Pattern, events: list[PxTick]) -> int:
     """The engine's matches equal the reference's; returns how many."""
     got = pycel.compile(pattern).run(events)
     want = evaluate(pattern, events)
@@ -56,21 +56,21 @@ def _check(pattern: Pattern, events: list[Tick]) -> int:
     return len(want)
 
 
-def _ticks(xs: list[int | None], cls: type[Tick] = T0) -> list[Tick]:
+def _ticks(xs: list[int | None], cls: type[PxTick] = Px0) -> list[PxTick]:
     return [cls(**({"x": x, "f": float(x)} if x is not None else {}), time=k) for k, x in enumerate(xs)]
 
 
 # -- hand-written cases -------------------------------------------------------------------
 def test_rise_after_a_tick() -> None:
-    a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     events = _ticks([3, 1, 4, 1, 5, 9, 2, 6])
     assert _check(pycel.seq(a, b).where(b.x > a.x), events) == 19  # pairs i < j with x_j > x_i
     assert _check(pycel.seq(a, b).where(b.x > a.x).within(events=3), events) > 0
 
 
 def test_rising_trend_and_v_shape() -> None:
-    b = pycel.alias(T0, "b")
-    d, u = pycel.alias(T0, "d"), pycel.alias(T0, "u")
+    b = pycel.alias(Px0, "b")
+    d, u = pycel.alias(Px0, "d"), pycel.alias(Px0, "u")
     events = _ticks([5, 3, 4, 2, 6, 7, 1, 8])
     rising = pycel.plus(b.where(b.x > pycel.prev(b).x)).within(events=4)
     assert _check(rising, events) > len(events)  # more than the single events
@@ -82,8 +82,8 @@ def test_rising_trend_and_v_shape() -> None:
 
 def test_comparison_with_a_monotone_plus_after_it() -> None:
     """``b.x > a.x`` for every b of a rising plus after a: the first b decides."""
-    a, b, c = pycel.alias(T0, "a"), pycel.alias(T0, "b"), pycel.alias(T1, "c")
-    events = _ticks([2, 1, 3, 0, 4, 5, 1, 6, 2]) + _ticks([0], T1) + _ticks([3, 7], T0) + _ticks([1], T1)
+    a, b, c = pycel.alias(Px0, "a"), pycel.alias(Px0, "b"), pycel.alias(Px1, "c")
+    events = _ticks([2, 1, 3, 0, 4, 5, 1, 6, 2]) + _ticks([0], Px1) + _ticks([3, 7], Px0) + _ticks([1], Px1)
     rising = pycel.plus(b.where(b.x >= pycel.prev(b).x))
     assert _check(pycel.seq(a, rising, c).where(b.x > a.x).within(events=8), events) > 0
     falling = pycel.plus(b.where(b.x < pycel.prev(b).x))
@@ -95,7 +95,7 @@ def test_comparison_with_a_monotone_plus_after_it() -> None:
 def test_trend_conditions_the_engine_runs_and_refuses() -> None:
     """== between iterations is a condition too; a negation or an OR of a trend cannot sit
     on one atom (it would read prev(b) as b): refused, never a wrong answer."""
-    b = pycel.alias(T0, "b")
+    b = pycel.alias(Px0, "b")
     events = _ticks([1, 1, 2, 2, 2, 0, 1, 1])
     assert _check(pycel.plus(b.where(b.x == pycel.prev(b).x)).within(events=4), events) > len(events)
     for cond in (~(b.x <= pycel.prev(b).x), (b.x > pycel.prev(b).x) | (b.f == 0.0)):
@@ -104,7 +104,7 @@ def test_trend_conditions_the_engine_runs_and_refuses() -> None:
 
 
 def test_not_equal_and_two_comparisons_on_one_edge() -> None:
-    a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     events = _ticks([1, 2, 2, 3, 1, 0, 2, 4])
     assert _check(pycel.seq(a, b).where(b.x != a.x), events) > 0
     band = pycel.seq(a, b).where((b.x + 1 >= a.x) & (b.x - 2 <= a.x))
@@ -112,23 +112,23 @@ def test_not_equal_and_two_comparisons_on_one_edge() -> None:
 
 
 def test_nulls_and_nan_compare_false_except_not_equal() -> None:
-    a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
-    events = [T0(f=1.0), T0(), T0(f=math.nan), T0(f=2.0), T0(f=-0.0), T0(f=0.0), T0(f=math.nan)]
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
+    events = [Px0(f=1.0), Px0(), Px0(f=math.nan), Px0(f=2.0), Px0(f=-0.0), Px0(f=0.0), Px0(f=math.nan)]
     for pred in (b.f > a.f, b.f <= a.f, b.f != a.f):
         _check(pycel.seq(a, b).where(pred), events)
 
 
 def test_comparison_with_partition_and_join() -> None:
-    a, b = pycel.alias(T0, "a"), pycel.alias(T1, "b")
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px1, "b")
     events = [cls(x=x, s=s, time=k) for k, (cls, x, s) in enumerate(
-        [(T0, 1, "p"), (T1, 2, "q"), (T1, 3, "p"), (T0, 5, "q"), (T1, 4, "q"), (T1, 0, "p")]
+        [(Px0, 1, "p"), (Px1, 2, "q"), (Px1, 3, "p"), (Px0, 5, "q"), (Px1, 4, "q"), (Px1, 0, "p")]
     )]  # fmt: skip
     _check(pycel.seq(a, b).where(b.x > a.x).partition_by("s"), events)
     assert _check(pycel.seq(a, b).where((b.x > a.x) & (b.s == a.s)), events) == 1
 
 
 def test_plan_has_no_post_filter() -> None:
-    a, b = pycel.alias(T0, "a"), pycel.alias(T0, "b")
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     query = pycel.compile(pycel.seq(a, b).where(b.x > a.x))
     assert query.post_filters is None
     assert [c.text for c in query.nfa.conditions] == ["b.x > a.x"]
@@ -147,7 +147,7 @@ def test_plan_has_no_post_filter() -> None:
     ],
 )
 def test_refusals_name_the_way_out(make: Any, words: str) -> None:
-    a, b, c = pycel.alias(T0, "a"), pycel.alias(T0, "b"), pycel.alias(T1, "c")
+    a, b, c = pycel.alias(Px0, "a"), pycel.alias(Px0, "b"), pycel.alias(Px1, "c")
     pattern = make(a, b, c)
     with pytest.raises(UnsupportedError) as err:
         pycel.compile(pattern)
@@ -156,11 +156,11 @@ def test_refusals_name_the_way_out(make: Any, words: str) -> None:
 
 def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (
-        "SELECT * WHERE T0 AS a ; (T0 AS b FILTER b[x > PREV(b)[x]])+ ; T1 AS c "
+        "SELECT * WHERE Px0 AS a ; (Px0 AS b FILTER b[x > PREV(b)[x]])+ ; Px1 AS c "
         "FILTER b[x > a.x] AND c[x != b.x + 1] WITHIN 8 EVENTS"
     )
     query = parse_query(text, TYPES)
-    events = _ticks([1, 0, 2, 3, 1, 4]) + _ticks([5, 2], T1) + _ticks([0, 1, 3], T0) + _ticks([2], T1)
+    events = _ticks([1, 0, 2, 3, 1, 4]) + _ticks([5, 2], Px1) + _ticks([0, 1, 3], Px0) + _ticks([2], Px1)
     with pytest.raises(UnsupportedError):  # c follows the last b only: c.x != b.x + 1 reads every b
         pycel.compile(query)
     query = parse_query(text.replace(" AND c[x != b.x + 1]", ""), TYPES)
@@ -197,7 +197,7 @@ def _threshold(draw: st.DrawFn, e: Any) -> Any:
 
 
 @st.composite
-def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
+def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
     attr = draw(st.sampled_from(["x", "f"]))
     parts: list[Pattern] = []
     previous: Any = None  # the alias of the single-event part before, if any
@@ -225,7 +225,7 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
     window = draw(st.sampled_from([None, ("events", 4), ("events", 8), ("time", 6)]))
     if window is not None:
         unit, size = window
-        pattern = pattern.within(events=size) if unit == "events" else pattern.within(size, on=Tick.time)
+        pattern = pattern.within(events=size) if unit == "events" else pattern.within(size, on=PxTick.time)
     if draw(st.integers(0, 3)) == 0:
         pattern = pattern.partition_by("s")
     if draw(st.integers(0, 4)) == 0:
@@ -237,7 +237,7 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
         pattern = pattern.limit(draw(st.integers(1, 2)))
     n = draw(st.integers(0, 14))
     values = st.one_of(st.none(), st.integers(0, 3)) if draw(st.booleans()) else st.integers(0, 3)
-    events: list[Tick] = []
+    events: list[PxTick] = []
     for k in range(n):
         x = draw(values)
         fields: dict[str, Any] = {"time": k, "s": draw(st.sampled_from(["p", "q"]))}
@@ -251,7 +251,7 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
 @settings(max_examples=150, deadline=None)
 @given(order_cases(), st.data())
 def test_generated_patterns_match_the_reference(
-    case: tuple[Pattern, list[Tick]], data: st.DataObject
+    case: tuple[Pattern, list[PxTick]], data: st.DataObject
 ) -> None:
     pattern, events = case
     try:

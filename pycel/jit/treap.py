@@ -39,6 +39,8 @@ from .store import (
 )
 
 U_KEY = 6
+#: One node, as an int64 (a literal 1 would give ensure_room a signature of its own).
+ONE = np.int64(1)
 #: Rows of a heap arena that also holds treap nodes.
 TREAP_ROWS = 8
 #: treap_split's ``or_equal`` as numpy bools (a literal would give it one signature each).
@@ -67,8 +69,8 @@ def _alive(U: Ints, ctr: Ints, node: Int, lo: Int) -> Truth:
 def _new(U: Ints, ctr: Ints, pos: Int, window_lo: Int) -> tuple[Ints, Int]:
     """(U, a new node id created at ``pos``): the arena grows rather than overwrite a node
     created inside the window."""
-    if not has_room(U, ctr[C_U_NEXT], 1, U_CREATED, window_lo):
-        U = ensure_room(U, ctr[C_U_NEXT], 1, U_CREATED_ROW, window_lo)
+    if not has_room(U, ctr[C_U_NEXT], ONE, U_CREATED, window_lo):
+        U = ensure_room(U, ctr[C_U_NEXT], ONE, U_CREATED_ROW, window_lo)
     new: Int = ctr[C_U_NEXT]
     ctr[C_U_NEXT] += 1
     U[U_CREATED, new & (U.shape[1] - 1)] = pos
