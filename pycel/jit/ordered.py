@@ -105,12 +105,22 @@ def _between_holds(op: Int, a: Int, has_a: Truth, b: Int, has_b: Truth, t: Int) 
 
 
 @inner
+def _used(outcome: Ints, t: Int, u: Int, mask: Int) -> bool:
+    """Whether a transition of rows t..u-1 is taken on outcome ``mask``."""
+    for r in range(t, u):
+        if outcome[r] == mask:
+            return True
+    return False
+
+
+@inner
 def _pieces(
-    U: Ints, ctr: Ints, HT: Ints, s: Int, k: Int, j: Int, o: OrderedInput, lo: Int, pos: Int, window_lo: Int,
-    roots: Ints, masks: Ints, values: Ints, stack: Ints,
+    U: Ints, ctr: Ints, HT: Ints, s: Int, k: Int, j: Int, o: OrderedInput, t: Int, u: Int, lo: Int,
+    pos: Int, window_lo: Int, roots: Ints, masks: Ints, values: Ints, piece_bits: Ints, stack: Ints,
 ) -> tuple[Ints, Int, Ints]:  # fmt: skip
     """(U, count, stack): the runs of state ``s`` and key ``k`` cut into pieces, each a root
-    (``roots``) whose runs all give the outcome bits ``masks`` for event ``j``."""
+    (``roots``) whose runs all give the outcome bits ``masks`` for event ``j``; only the
+    pieces whose outcome a transition of rows t..u-1 takes."""
     first, last = o.cptr[s], o.cptr[s + 1]
     const = 0  # bits that hold for every number register (thresholds NaN, with !=)
     nan_bits = 0  # bits that hold for a NaN register
@@ -137,49 +147,50 @@ def _pieces(
         elif kind == NAN and ne:
             const |= 1 << (i - first)
             nan_bits |= 1 << (i - first)
+    # Piece 2p: the registers strictly between values[p-1] and values[p]; 2p+1: values[p].
+    # Their outcome bits first, so that the treap is split only as far as the last piece
+    # some transition takes (the splits' path copies live as long as the window).
+    last_used = -1
+    for piece in range(2 * m + 1):
+        p = piece // 2
+        bits = const
+        for i in range(first, last):
+            c = o.cond[i]
+            if o.thr_kind[o.cond_threshold[c], j] != NUMBER:
+                continue
+            thr = o.thr[o.cond_threshold[c], j]
+            if piece % 2 == 1:
+                ok = _holds(o.cond_op[c], values[p], thr)
+            else:
+                a = values[p - 1] if p > 0 else 0
+                b = values[p] if p < m else 0
+                ok = _between_holds(o.cond_op[c], a, p > 0, b, p < m, thr)
+            if ok:
+                bits |= 1 << (i - first)
+        piece_bits[piece] = bits
+        if _used(o.outcome, t, u, bits):
+            last_used = piece
     n = 0
     rest = ht_get(HT, s, k)
-    for p in range(m + 1):
-        # The open range below values[p] (above values[p-1]), then values[p] itself.
-        if p < m:
-            v = values[p]
-            U, below, rest, stack = treap_split(U, ctr, rest, v, BELOW, lo, pos, window_lo, stack, ZERO)
+    for piece in range(last_used + 1):
+        p = piece // 2
+        if piece == 2 * m:
+            root = rest
         else:
-            below = rest
-        for point in range(2):
-            if point == 1 and p == m:
-                break
-            if point == 0:
-                root = below
-            else:
-                v = values[p]
-                U, root, rest, stack = treap_split(U, ctr, rest, v, AT_MOST, lo, pos, window_lo, stack, ZERO)
-            if root < 0:
-                continue
-            bits = const
-            for i in range(first, last):
-                c = o.cond[i]
-                if o.thr_kind[o.cond_threshold[c], j] != NUMBER:
-                    continue
-                t = o.thr[o.cond_threshold[c], j]
-                if point == 1:
-                    ok = _holds(o.cond_op[c], values[p], t)
-                else:
-                    a = values[p - 1] if p > 0 else 0
-                    b = values[p] if p < m else 0
-                    ok = _between_holds(o.cond_op[c], a, p > 0, b, p < m, t)
-                if ok:
-                    bits |= 1 << (i - first)
+            v = values[p]
+            how = BELOW if piece % 2 == 0 else AT_MOST
+            U, root, rest, stack = treap_split(U, ctr, rest, v, how, lo, pos, window_lo, stack, ZERO)
+        if root >= 0 and _used(o.outcome, t, u, piece_bits[piece]):
             roots[n] = root
-            masks[n] = bits
+            masks[n] = piece_bits[piece]
             n += 1
     side = ht_get(HT, s | SIDE_NAN, k)
-    if side >= 0:
+    if side >= 0 and _used(o.outcome, t, u, nan_bits):
         roots[n] = side
         masks[n] = nan_bits
         n += 1
     side = ht_get(HT, s | SIDE_NULL, k)
-    if side >= 0:
+    if side >= 0 and _used(o.outcome, t, u, ZERO):
         roots[n] = side
         masks[n] = 0
         n += 1
@@ -207,6 +218,7 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
         roots = np.empty(MAX_PIECES, dtype=np.int64)
         masks = np.empty(MAX_PIECES, dtype=np.int64)
         values = np.empty(MAX_PIECES, dtype=np.int64)
+        piece_bits = np.empty(MAX_PIECES, dtype=np.int64)
         n_out = ZERO
         n_ent = ZERO
         budget_all = limit if limit >= 0 else 1 << 62
@@ -259,8 +271,9 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
                 while u < last_t and src[u] == s:
                     u += 1
                 U, count, stack_h = _pieces(
-                    U, ctr, HT, s, k, j, o, lo, pos, window_lo, roots, masks, values, stack_h
-                )
+                    U, ctr, HT, s, k, j, o, t, u, lo, pos, window_lo,
+                    roots, masks, values, piece_bits, stack_h,
+                )  # fmt: skip
                 for p in range(count):
                     for r in range(t, u):
                         if outcome[r] == masks[p]:
