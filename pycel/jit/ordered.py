@@ -28,13 +28,12 @@ from .enumerate import _enumerate_ordered, _enumerate_ordered_distinct, _grow, d
 from .inner import inner
 from .runtime import _fire, _insert
 from .store import (
-    BARRIER_STATE,
-    C_BARRIER,
     C_H_COUNT,
     E_MS,
     LIVE_ONLY,
     NO_NODE,
     ZERO,
+    consumed_start,
     ht_get,
     ht_put,
     ht_rebuild,
@@ -235,12 +234,7 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             window_lo = lows[j]
             lo = window_lo
             if consuming:
-                if consume == 1 and ctr[C_BARRIER] + 1 > lo:
-                    lo = ctr[C_BARRIER] + 1
-                elif consume == 2:
-                    b = ht_get(HT, BARRIER_STATE, k)
-                    if b >= 0 and b + 1 > lo:
-                        lo = b + 1
+                lo = consumed_start(HT, ctr, consume, k, lo)
             first, last_t = ptr[c], ptr[c + 1]
             if last_t == first:
                 continue

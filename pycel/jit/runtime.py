@@ -35,8 +35,6 @@ from .arrays import Int, Ints
 from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
 from .inner import inner
 from .store import (
-    BARRIER_STATE,
-    C_BARRIER,
     C_E_NEXT,
     C_H_COUNT,
     C_MAX_DEPTH,
@@ -56,6 +54,7 @@ from .store import (
     U_MS,
     U_RIGHT,
     ZERO,
+    consumed_start,
     ensure_room,
     has_room,
     heap_insert,
@@ -251,12 +250,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
             window_lo = lows[j]
             lo = window_lo
             if consuming:
-                if consume == 1 and ctr[C_BARRIER] + 1 > lo:
-                    lo = ctr[C_BARRIER] + 1
-                elif consume == 2:
-                    b = ht_get(HT, BARRIER_STATE, k)
-                    if b >= 0 and b + 1 > lo:
-                        lo = b + 1
+                lo = consumed_start(HT, ctr, consume, k, lo)
             first, last_t = ptr[c], ptr[c + 1]
             moves = last_t - first
             prev: Int = -1

@@ -290,6 +290,21 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     return new
 
 
+@njit(cache=True, inline="always")
+def consumed_start(HT: Ints, ctr: Ints, consume: Int, key: Int, lo: Int) -> Int:
+    """The first position a run may start at under CONSUME BY (``consume`` 1: after the
+    stream's barrier, 2: after ``key``'s partition's), given the window's ``lo``: the
+    counterpart of :func:`record_barrier`."""
+    if consume == 1 and ctr[C_BARRIER] + 1 > lo:
+        after: Int = ctr[C_BARRIER] + 1
+        return after
+    if consume == 2:
+        b = ht_get(HT, BARRIER_STATE, key)
+        if b >= 0 and b + 1 > lo:
+            return b + 1
+    return lo
+
+
 @inner
 def record_barrier(HT: Ints, ctr: Ints, consume: Int, key: Int, pos: Int) -> None:
     """CONSUME BY after an output at ``pos``: runs that start at or before it are consumed,
