@@ -32,6 +32,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
 
 import pycel.spark  # noqa: E402
 from pycel.spark._batch import grouping, join_group_column  # noqa: E402
@@ -477,8 +478,6 @@ def test_matcher_with_own_groupby(ticks: pd.DataFrame, ticks_df: Any) -> None:
 def test_matcher_refuses_per_batch_use() -> None:
     """mapInPandas hands the function an iterator of Arrow batches, and a per-batch call
     would cut partitions apart and lose matches: both are a TypeError that says so."""
-    from pyspark.sql import types as T
-
     fields = [("event_type", T.StringType()), ("name", T.StringType()), ("volume", T.LongType())]
     fields += [("price", T.DoubleType()), ("time", T.LongType()), ("pos", T.LongType())]
     m = pycel.spark.matcher(
@@ -556,7 +555,7 @@ def test_hot_keys_run_in_ranges(name: str, ticks: pd.DataFrame, ticks_df: Any) -
 def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFrame) -> None:
     """The Spark expression puts every event in the ranges RangePlan.members lists (the
     twin tests/test_spark_ranges.py checks on generated patterns)."""
-    from pycel.spark._ranges import HOME, RANGE, RangePlan, time_thresholds, with_range_groups
+    from pycel.spark._ranges import RANGE, RangePlan, time_thresholds, with_range_groups
 
     events = spark.createDataFrame(ticks[["id", "time"]])
     positions, times = ticks["id"].to_numpy(), ticks["time"].to_numpy()
@@ -569,11 +568,13 @@ def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFr
         RangePlan(0, 70, 29, thresholds=thresholds, reach=reach),
     ]
     for plan in plans:
-        out = with_range_groups(events, plan, "id", F.col("time")).select("id", RANGE, HOME).collect()
+        cut = with_range_groups(events, plan, "id", F.col("time"))
+        # One int column added per copy: the own range is the group's to compute.
+        assert cut.columns == ["id", "time", RANGE] and cut.schema[RANGE].dataType == T.IntegerType()
+        out = cut.collect()
         got = {(r["id"], r[RANGE]) for r in out}
         rows, ranges = plan.members(positions, times)
         assert got == set(zip(positions[rows].tolist(), ranges.tolist(), strict=True))
-        assert all(r[HOME] == r["id"] // 70 for r in out)
         assert len(got) > len(ticks)  # halo copies exist
 
 
@@ -601,7 +602,7 @@ def test_each_range_runs_as_a_task_of_its_own(spark: SparkSession, ticks_df: Any
     events = pycel.spark.with_positions(ticks_df, ["time", "id"], "pos").withColumn(GROUP, F.lit(0))
     for count in (2, 5, 8):
         grouped, keys, ranged = range_groups(events, query, "pos", count, [GROUP], single=True)
-        assert ranged
+        assert ranged is not None and GROUP not in grouped.columns  # the constant group is not shipped
         rows = grouped.groupBy(*keys).applyInPandas(task_of, "range long, task long").collect()
         assert sorted(r["range"] for r in rows) == list(range(count))
         assert len({r["task"] for r in rows}) == count  # no task runs two ranges

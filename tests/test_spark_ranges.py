@@ -27,7 +27,6 @@ pytest.importorskip("pyspark")
 
 from pycel.spark._plan import output_variables  # noqa: E402
 from pycel.spark._ranges import (  # noqa: E402
-    HOME,
     MIN_RANGE_EVENTS,
     RANGE,
     RangePlan,
@@ -77,7 +76,8 @@ def frame_of(stream: list[Any], positions: np.ndarray) -> pd.DataFrame:
     )
 
 
-def spec_for(query: pycel.CompiledQuery, ranged: bool) -> RunnerSpec:
+def spec_for(query: pycel.CompiledQuery, plan: RangePlan | None) -> RunnerSpec:
+    """What an executor runs: one group per key, or (with ``plan``) one per range."""
     return RunnerSpec(
         query=query,
         type_column="event_type",
@@ -88,8 +88,8 @@ def spec_for(query: pycel.CompiledQuery, ranged: bool) -> RunnerSpec:
         event_columns=(),
         variables=output_variables(query),
         chunk_rows=7,  # several pushes per group
-        range_column=RANGE if ranged else None,
-        home_column=HOME if ranged else None,
+        range_column=RANGE if plan is not None else None,
+        range_cut=(plan.first, plan.length) if plan is not None else None,
     )
 
 
@@ -134,14 +134,14 @@ def in_ranges(
     events stay in one group per key (range -1), as pycel.spark runs them."""
     rows, ranges = plan.members(frame["pos"].to_numpy(), frame["time"].to_numpy())
     copies = frame.iloc[rows].reset_index(drop=True)
-    copies[RANGE] = ranges
-    copies[HOME] = plan.homes(copies["pos"].to_numpy())
+    copies[RANGE] = ranges.astype(np.int32)  # as Spark ships it; the own range is not shipped
     if hot is not None and query.partition:
+        home = plan.homes(copies["pos"].to_numpy())
         cold = ~copies["x"].isin(list(hot)).to_numpy(dtype=bool)
-        copies = copies[~cold | (copies[RANGE] == copies[HOME]).to_numpy()].reset_index(drop=True)
+        copies = copies[~cold | (copies[RANGE] == home).to_numpy()].reset_index(drop=True)
         cold = ~copies["x"].isin(list(hot)).to_numpy(dtype=bool)
-        copies.loc[cold, [RANGE, HOME]] = -1
-    return run_groups(spec_for(query, True), copies, [*query.partition, RANGE])
+        copies.loc[cold, RANGE] = -1
+    return run_groups(spec_for(query, plan), copies, [*query.partition, RANGE])
 
 
 @settings(max_examples=150)
@@ -161,7 +161,7 @@ def test_ranges_equal_one_group_the_engine_and_the_reference(
     length = data.draw(st.integers(1, max(1, len(stream) * step)), label="range length")
     hot = frozenset(data.draw(st.sets(st.sampled_from([0, 1, 2, 3])), label="hot keys"))
     got = in_ranges(query, frame, plan_for(query, frame, length), hot)
-    assert got == run_groups(spec_for(query, False), frame, list(query.partition))
+    assert got == run_groups(spec_for(query, None), frame, list(query.partition))
     if (step, offset) == (1, 0):
         assert got == query.run(stream).keys()
         assert got == pycel.reference.evaluate(pattern, stream).keys()
@@ -207,7 +207,7 @@ def test_empty_ranges_and_a_halo_reaching_several_ranges() -> None:
     assert plan.count == 5 and plan.reach == 4  # every later range
     _, ranges = plan.members(frame["pos"].to_numpy(), frame["time"].to_numpy())
     assert 2 not in set(ranges[:5].tolist())  # no event is at home in [4, 6)
-    assert in_ranges(query, frame, plan) == run_groups(spec_for(query, False), frame, [])
+    assert in_ranges(query, frame, plan) == run_groups(spec_for(query, None), frame, [])
     assert len(in_ranges(query, frame, plan)) > 0
 
 

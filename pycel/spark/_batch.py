@@ -27,9 +27,9 @@ from ._plan import (
     runner_spec,
 )
 from ._ranges import (
-    HOME,
     HOT,
     RANGE,
+    RangePlan,
     one_task_per_range,
     plan_ranges,
     range_refusal,
@@ -224,8 +224,8 @@ def detect_batch(
     events = events.select(*wanted)
     events, keys, single = with_groups(events, query, event_type_column)
     events, keys, ranged = range_groups(events, query, spec.position_column, ranges, keys, single)
-    if ranged:
-        spec = attrs.evolve(spec, range_column=RANGE, home_column=HOME)
+    if ranged is not None:
+        spec = attrs.evolve(spec, range_column=RANGE, range_cut=ranged)
         single = False
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
@@ -238,10 +238,11 @@ def range_groups(
     ranges: int | None,
     keys: list[str],
     single: bool,
-) -> tuple[DataFrame, list[str], bool]:
-    """(``events``, the group-by keys, whether they are cut into ranges): the events cut
-    by :func:`cut_into_ranges` when it cuts them, else as they are (``keys``: the
-    group-by keys; ``single``: they are one constant group).
+) -> tuple[DataFrame, list[str], tuple[int, int] | None]:
+    """(``events``, the group-by keys, the cut: (first position, range length), or None
+    when they are not cut): the events cut by :func:`cut_into_ranges` when it cuts them,
+    else as they are (``keys``: the group-by keys; ``single``: they are one constant
+    group, :data:`GROUP`, which a cut stream no longer needs).
 
     A whole stream cut into ranges is repartitioned so that each range is a task of its
     own (:func:`pycel.spark._ranges.one_task_per_range`); hot keys' ranges share the
@@ -249,19 +250,20 @@ def range_groups(
     by = [] if single else keys
     cut = None if ranges == 1 else cut_into_ranges(events, query, position_column, ranges, by)
     if cut is None:
-        return events, keys, False
-    cut_events, count = cut
+        return events, keys, None
+    cut_events, plan = cut
+    where = (plan.first, plan.length)
     if not single:
-        return cut_events, [*keys, RANGE], True
-    placed, task = one_task_per_range(cut_events, count)
-    return placed, [task, RANGE], True
+        return cut_events, [*keys, RANGE], where
+    placed, task = one_task_per_range(cut_events.drop(GROUP), plan.count)
+    return placed, [task, RANGE], where
 
 
 def cut_into_ranges(
     events: DataFrame, query: CompiledQuery, position_column: str, ranges: int | None, keys: list[str]
-) -> tuple[DataFrame, int] | None:
+) -> tuple[DataFrame, RangePlan] | None:
     """``events`` copied into position ranges with their halos (pycel.spark._ranges)
-    and the number of ranges, or None to run as before: the pattern has no window or
+    and the cut, or None to run as before: the pattern has no window or
     clauses that look before it (then ``ranges`` > 1 warns), one range suffices, or
     (with group-by ``keys``) no key is hot."""
     refusal = range_refusal(query)
@@ -281,10 +283,10 @@ def cut_into_ranges(
     key = time_key(query, events.schema)
     time = key[0] if key is not None else None
     if hot is None:
-        return with_range_groups(events, plan, position_column, time), plan.count
+        return with_range_groups(events, plan, position_column, time), plan
     marked = events.join(F.broadcast(hot), on=keys, how="left")
     cut = with_range_groups(marked, plan, position_column, time, hot=F.coalesce(F.col(HOT), F.lit(False)))
-    return cut.drop(HOT), plan.count
+    return cut.drop(HOT), plan
 
 
 def cluster_cores(df: DataFrame) -> int:

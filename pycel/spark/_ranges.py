@@ -37,7 +37,7 @@ from ._plan import query_strategy
 
 #: The group column: the range a copy of an event is evaluated in.
 RANGE = "_pycel_range"
-#: The event's own range; a group keeps only matches that end at its own events.
+#: The event's own range, while the halo copies are made (not shipped to the groups).
 HOME = "_pycel_home"
 #: Marks the events of hot keys (cut into ranges) in a partitioned pattern.
 HOT = "_pycel_hot"
@@ -323,14 +323,16 @@ def _at_least(value: int | float | None, limit: int | float) -> bool:
 def with_range_groups(
     events: DataFrame, plan: RangePlan, position_column: str, time: Column | None, hot: Column | None = None
 ) -> DataFrame:
-    """``events`` with each event once per range it is evaluated in: the columns
-    :data:`HOME` (its own range) and :data:`RANGE` (the group's range).
+    """``events`` with each event once per range it is evaluated in, in the column
+    :data:`RANGE` (an int: the group's range).
 
     An event is in its own range and in at most ``plan.reach`` later ones: each row
     becomes the array of its own range and the later ranges' halo columns (null where
     the event is not in that halo), exploded, keeping the own range and the non-null
     halo entries. ``hot``: a boolean column; events where it is false are not cut (one
-    range, -1)."""
+    range, -1). The own range is not kept as a column: the group computes it from the
+    position (:func:`pycel.spark._runner.ending_at_home`), so the shuffle and the Arrow
+    batches carry one int per copy, not two longs."""
     home = home_range(position_column, plan.first, plan.length)
     if hot is not None:
         home = F.when(hot, home).otherwise(F.lit(-1).cast("long"))
@@ -342,7 +344,8 @@ def with_range_groups(
     exploded = marked.select("*", F.posexplode(F.array(F.col(HOME), *halos)).alias(slot, RANGE))
     # The own range stays even when it is null (a null position: the group's check
     # reports it); a halo entry only where it is set.
-    return exploded.where((F.col(slot) == 0) | F.col(RANGE).isNotNull()).drop(slot)
+    kept = exploded.where((F.col(slot) == 0) | F.col(RANGE).isNotNull())
+    return kept.drop(slot, HOME).withColumn(RANGE, F.col(RANGE).cast("int"))
 
 
 def partition_slots(count: int) -> list[int]:

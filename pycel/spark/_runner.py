@@ -55,10 +55,13 @@ class RunnerSpec:
     variables: tuple[str, ...]
     chunk_rows: int = 100_000
     #: Range-parallel groups (pycel.spark._ranges): the column holding the group's range
-    #: and the one holding each event's own range; only matches ending at the group's
-    #: own events are kept (the others end in the halo, owned by an earlier range).
+    #: (-1: a group not cut) and the cut, (first position, range length): an event's own
+    #: range is ``(position - first) // length``. Only matches ending at the group's own
+    #: events are kept (the others end in the halo, owned by an earlier range). The own
+    #: range is computed here rather than shipped as a column: one column less through
+    #: the shuffle and Arrow for every event.
     range_column: str | None = None
-    home_column: str | None = None
+    range_cut: tuple[int, int] | None = None
 
     @property
     def kept_columns(self) -> list[str]:
@@ -303,18 +306,26 @@ def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
     """All matches of one group's events (a whole batch group: a fresh stream)."""
     events = sorted_events(spec, frame)
     matches = evaluate(spec, spec.query.stream(), events)
-    if spec.range_column is not None and spec.home_column is not None:
+    if spec.range_column is not None and spec.range_cut is not None:
         matches = ending_at_home(spec, matches, events)
     return match_rows(spec, matches, events)
 
 
 def ending_at_home(spec: RunnerSpec, matches: Matches, events: pd.DataFrame) -> Matches:
     """The matches that end at one of the group's own events, not at a halo copy (a
-    halo event's matches belong to the range the event is at home in)."""
-    assert spec.range_column is not None and spec.home_column is not None
-    home = events[spec.home_column].to_numpy() == events[spec.range_column].to_numpy()
-    own = events[spec.position_column].to_numpy(dtype=np.int64)[home]
-    return take(matches, np.isin(matches.ends, own))
+    halo event's matches belong to the range the event is at home in). A group whose
+    range is -1 (a key that is not cut) owns all of its events."""
+    assert spec.range_column is not None and spec.range_cut is not None
+    if not len(events) or not len(matches):
+        return matches
+    group_range = int(events[spec.range_column].iloc[0])
+    if group_range < 0:
+        return matches
+    first, length = spec.range_cut
+    # Halo copies come from earlier ranges only and later ranges send nothing back: the
+    # own events are exactly those at or after the range's first position.
+    lo = first + group_range * length
+    return take(matches, matches.ends >= lo)
 
 
 # -- streaming state ------------------------------------------------------------------------
