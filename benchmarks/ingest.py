@@ -9,10 +9,15 @@ Parquet (in process, output to /dev/null), then the ingestion of lists of dicts 
 Event instances at 10k…1M rows beside the same rows as a DataFrame.
 Times are CPU seconds of this process, best of ``--repeats``.
 
+``--steps ROWS`` instead shows where the time of a list of ROWS dicts goes: the cost of
+each step of gathering the rows (every key, the event type, each column the query reads)
+as what it adds to one gathering pass, and the checks and encoding after it.
+
 Run::
 
     python benchmarks/ingest.py                 # 20k events, dicts up to 1M rows
     python benchmarks/ingest.py --events 20000 --max-rows 100000
+    python benchmarks/ingest.py --steps 100000  # where a list of dicts' time goes
 """
 
 from __future__ import annotations
@@ -111,12 +116,16 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--max-rows", type=int, default=1_000_000, help="largest list of dicts")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, metavar="ROWS", help="only the steps of a list of ROWS dicts")
     args = parser.parse_args()
 
     decl = ceql.parse_declaration(DECLARATION)
     trip = decl["TRIP"]
     query = pycel.compile(ceql.parse_query(QUERY, decl), types=decl.values())
     reads = columns_read_by(query)
+    if args.steps:
+        _steps(args.steps, max(3, args.repeats), trip, set(reads))
+        return
     selective = "columns" in inspect.signature(to_batch).parameters
     extra: dict[str, Any] = {"columns": reads} if selective else {}
     frame = taxi_frame(args.events)
@@ -159,6 +168,49 @@ def main() -> None:
             line += f" {seconds:>8.3f} {rows / seconds:>13,.0f} {seconds / columnar:>5.1f}x"
         print(line)
         del many, events, table
+
+
+def _steps(n: int, repeats: int, trip: Any, reads: set[str]) -> None:
+    """Where the ingestion of ``n`` taxis rows as a list of dicts spends its time: each step
+    of the gathering (``pycel.data.rows._gather``: every key, the event type, each read
+    column, done chunk by chunk in one pass over the rows) as the time it adds to that pass,
+    and what comes after it (the event types, the checks and encoding of the columns)."""
+    from pycel.data import rows
+
+    table = taxi_frame(n, seed=n)
+    many = table.to_dict("records")
+    fields = Schema.for_types([trip]).fields
+    tc = "event_type"
+
+    def gather(attrs: set[str], keys: bool = True, types: bool = True) -> Callable[[], Any]:
+        def run() -> Any:
+            return rows._gather(many, "dicts", attrs, fields, set() if keys else None, tc if types else None)
+
+        return run
+
+    work = {
+        "DataFrame": lambda: to_batch(table, Schema.for_types([trip]), columns=reads),
+        "dicts": lambda: to_batch(many, Schema.for_types([trip]), columns=reads),
+        "gathering": gather(reads),
+        "every key (set.update, to find unknown ones)": gather(reads, keys=False),
+        "the event type (a count of the one name)": gather(reads, types=False),
+    }
+    work.update({f"column {attr} ({fields[attr]})": gather(reads - {attr}) for attr in sorted(reads)})
+    best = dict.fromkeys(work, float("inf"))
+    for _ in range(repeats):  # (round after round, so that the machine's load falls alike on all)
+        for name, run in work.items():
+            best[name] = min(best[name], best_of(1, run))
+    whole, full = best.pop("dicts"), best.pop("gathering")
+    frame = best.pop("DataFrame")
+    added = {step: full - without for step, without in best.items()}
+    print(f"\nwhere {n:,} rows as a list of dicts spend their ingestion (CPU ms, best of {repeats}):")
+    print(f"{'DataFrame, to_batch':<52} {frame * 1e3:>8.2f}")
+    print(f"{'list of dicts, to_batch':<52} {whole * 1e3:>8.2f} ({whole / frame:.1f}x)")
+    print(f"{'  gathering the rows, one pass':<52} {full * 1e3:>8.2f}")
+    for step, seconds in added.items():
+        print(f"{'    ' + step:<52} {seconds * 1e3:>8.2f}")
+    print(f"{'    the rest: reaching each dict, the chunks':<52} {(full - sum(added.values())) * 1e3:>8.2f}")
+    print(f"{'  types, checks and encoding (to_batch - gathering)':<52} {(whole - full) * 1e3:>8.2f}")
 
 
 def _cli(frame: pd.DataFrame, repeats: int) -> None:

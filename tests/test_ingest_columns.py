@@ -348,6 +348,50 @@ def test_rows_that_start_as_dicts_may_hold_events_and_other_mappings_further_on(
             to_batch(dicts[:5] + [5] + dicts[6:], Schema.for_types(TYPES))
         assert err.value.row == 5
 
+@pytest.mark.parametrize("read", [None, {"qty"}, {"sym", "px"}])
+def test_a_row_of_another_layout_in_a_later_chunk_is_checked_key_by_key(read: set[str] | None) -> None:
+    """Every key of every dict is checked, not only those of the first rows or of the
+    usual layout: one row in a later chunk with its keys in another order, a key that no
+    event type declares, or a value for an attribute its type lacks is named there."""
+    def quote(k: int) -> dict[str, Any]:
+        return {"event_type": "Quote", "sym": f"S{k}", "qty": k, "px": k / 2}
+
+    for where in range(7):
+        reordered = [quote(k) for k in range(7)]
+        reordered[where] = dict(reversed(list(reordered[where].items())))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(rows, "CHUNK", 3)
+            assert _ingested(reordered, read) == _ingested([quote(k) for k in range(7)], read)
+            for extra, value, message in (
+                ("shade", "x", "event type Quote has no attribute 'shade'"),
+                ("shade", None, "unknown attribute 'shade': no event type declares it"),
+                ("why", "x", "event type Quote has no attribute 'why'"),
+            ):
+                odd = [quote(k) for k in range(7)]
+                odd[where] = {extra: value, **dict(reversed(list(odd[where].items())))}
+                with pytest.raises(DataError, match=message) as err:
+                    to_batch(odd, Schema.for_types(TYPES), columns=read)
+                assert (err.value.row, err.value.column) == (where, extra)
+
+
+def test_rows_of_dict_subclasses_are_read_as_they_hold_their_keys() -> None:
+    """A dict subclass is read as the dict it is: a left-out key is a null (a defaultdict
+    neither gives its default nor gains the key), an OrderedDict is a dict."""
+    import collections
+
+    plain: list[dict[str, Any]] = [{"event_type": "Quote", "sym": f"S{k}", "qty": k} for k in range(5)]
+    plain[3] = {"event_type": "Quote", "sym": "S3"}  # qty left out: a null
+    expected = _ingested(plain, {"qty", "px"})
+    assert expected[2]["qty"][3] is False
+    for make in (lambda d: collections.defaultdict(lambda: 7, d), collections.OrderedDict):
+        given = [make(d) for d in plain]
+        for first in (given, [plain[0], *given[1:]]):  # (all subclasses, or after a plain dict)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(rows, "CHUNK", 2)
+                assert _ingested(first, {"qty", "px"}) == expected
+        assert [sorted(d) for d in given] == [sorted(d) for d in plain]  # no key was added
+
+
 
 # -- string columns: one factorize pass gives both the nulls and the codes -----------------------
 
