@@ -634,8 +634,35 @@ def test_planning_without_hot_keys_is_one_job(
     assert len(queries) == 1  # 5 stocks: none holds half of the ticks
     planned = plan_ranges(events, pycel.compile(RANGE_PATTERNS["count window"]), "pos", 4, 2)
     assert planned is not None and planned[0].count == 4 and len(queries) == 2
+    # A time window, ranges shorter than 16 buckets of positions: the ranges' times, apart.
+    planned = plan_ranges(events, pycel.compile(RANGE_PATTERNS["time window"]), "pos", 4, 2)
+    assert planned is not None and planned[0].count == 4 and len(queries) == 4
+    # Ranges of whole buckets: their times come with the positions, in one query.
+    sparse = events.withColumn("pos", F.col("pos") * F.lit(1000))
+    planned = plan_ranges(sparse, pycel.compile(RANGE_PATTERNS["time window"]), "pos", 4, 2)
+    assert planned is not None and planned[0].count == 4 and len(queries) == 5
     monkeypatch.undo()
     events.unpersist()
+
+
+@pytest.mark.spark
+def test_time_window_cut_in_whole_buckets_equals_query_run(ticks: pd.DataFrame, ticks_df: Any) -> None:
+    """Positions 1000 apart make ranges of many buckets: the cut planned in one query
+    (pycel.spark._ranges.position_buckets) finds query.run's matches (at those positions)."""
+    from pycel.spark._ranges import BUCKET_BITS, BUCKETS_PER_RANGE
+
+    pattern = RANGE_PATTERNS["time window"]
+    events = ticks_df.withColumn("pos", F.col("id") * F.lit(1000))
+    assert len(ticks) * 1000 // 4 >= BUCKETS_PER_RANGE << BUCKET_BITS
+    matches = pycel.spark.detect(events, pattern, position_column="pos", id_column="id", ranges=4)
+    assert "_pycel_range" in matches._jdf.queryExecution().toString()
+    rows = matches.collect()
+    want = {
+        (start * 1000, end * 1000, tuple((v, tuple(p * 1000 for p in ps)) for v, ps in cells))
+        for start, end, cells in expected(pattern, ticks)
+    }
+    assert len(want) > 0 and len(rows) == len(want)
+    assert {row_key(r) for r in rows} == want
 
 
 @pytest.mark.spark

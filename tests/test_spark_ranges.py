@@ -27,8 +27,10 @@ pytest.importorskip("pyspark")
 
 from pycel.spark._plan import output_variables  # noqa: E402
 from pycel.spark._ranges import (  # noqa: E402
+    BUCKET_BITS,
     MIN_RANGE_EVENTS,
     RANGE,
+    PositionBuckets,
     RangePlan,
     auto_range_count,
     partition_slots,
@@ -231,6 +233,43 @@ def test_one_core_runs_one_range_without_planning() -> None:
     assert auto_range_count(events, events, None, cores=2) > 1
     query = pycel.compile((S >> B).within(events=10))
     assert plan_ranges(_NoJobs(), query, "pos", None, cores=1) is None  # type: ignore[arg-type]
+
+
+@settings(max_examples=60)
+@given(
+    st.integers(-(10**7), 10**7),
+    st.lists(st.integers(0, 9000), min_size=1, max_size=60),
+    st.integers(1, 6),
+    st.integers(0, 5),
+)
+def test_a_cut_from_position_buckets_equals_the_cut_from_the_events(
+    start: int, gaps: list[int], count: int, span: int
+) -> None:
+    """PositionBuckets.plan (one query: per bucket of 4096 positions, their smallest and
+    largest position and time) gives ranges of whole buckets, and for them the halo
+    thresholds and reach the ranges' own events give (what _time_plan computes)."""
+    size = 1 << BUCKET_BITS
+    positions = start + np.cumsum(np.array(gaps, dtype=np.int64))
+    times = np.cumsum(np.array(gaps, dtype=np.int64) % 7)  # non-decreasing, with ties
+    index, inverse = np.unique(positions >> BUCKET_BITS, return_inverse=True)
+    per = [np.flatnonzero(inverse == k) for k in range(len(index))]
+    buckets = PositionBuckets(
+        index=index,
+        first=np.array([positions[i].min() for i in per]),
+        last=np.array([positions[i].max() for i in per]),
+        events=np.array([len(i) for i in per]),
+        lows=tuple(int(times[i].min()) for i in per),
+        highs=tuple(int(times[i].max()) for i in per),
+    )
+    assert buckets.summary() == (positions.min(), positions.max(), len(positions), 0)
+    length = max(1, -(-int(positions.max() - positions.min() + 1) // count))
+    plan = buckets.plan(length, span)
+    assert plan.first % size == 0 and plan.length % size == 0 and plan.length >= length
+    assert plan.first <= positions.min() and plan.first + plan.count * plan.length > positions.max()
+    homes = plan.homes(positions)
+    lows = [int(times[homes == r].min()) if (homes == r).any() else None for r in range(plan.count)]
+    highs = [int(times[homes == r].max()) if (homes == r).any() else None for r in range(plan.count)]
+    assert (plan.thresholds, plan.reach) == time_thresholds(lows, highs, span)
 
 
 def test_partition_slots_put_each_range_in_its_own_hash_partition() -> None:

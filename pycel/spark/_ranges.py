@@ -47,6 +47,13 @@ MIN_RANGE_EVENTS = 100_000
 RANGES_PER_CORE = 2
 #: A count window's range holds at least this many times the window's span.
 _SPANS_PER_RANGE = 4
+#: A time window's cut is planned in one query from buckets of 2**BUCKET_BITS positions
+#: (:func:`position_buckets`) when there are at most MAX_BUCKETS of them holding events
+#: and every range spans at least BUCKETS_PER_RANGE buckets (ranges are then whole
+#: buckets: their sizes differ by at most one bucket, 1/16 of a range).
+BUCKET_BITS = 12
+MAX_BUCKETS = 10_000
+BUCKETS_PER_RANGE = 16
 
 
 def range_refusal(query: CompiledQuery) -> str | None:
@@ -214,11 +221,15 @@ def plan_ranges(
     holding more events than one range's share of the whole: when the largest key is not
     hot, that is the end; else one more job lists them, and the plan comes with a small
     DataFrame of them (the key columns and :data:`HOT`). A time window takes one more job
-    for each range's times. ``ranges``: how many (None: :func:`auto_range_count`).
+    for each range's times, except without keys when :func:`position_buckets` (which
+    replaces the first job) already holds them. ``ranges``: how many (None:
+    :func:`auto_range_count`).
     """
     if ranges is None and cores <= 1:
         return None
-    summary = _summary(events, position_column, keys)
+    key = time_key(query, events.schema)
+    buckets = position_buckets(events, position_column, key[0]) if key is not None and not keys else None
+    summary = buckets.summary() if buckets is not None else _summary(events, position_column, keys)
     if summary is None:
         return None
     first, last, total, largest = summary
@@ -234,9 +245,93 @@ def plan_ranges(
     if window_events is not None:
         reach = min(count - 1, -(-window_events // length))
         return RangePlan(first, length, count, halo_events=window_events, reach=max(reach, 1)), hot
-    key = time_key(query, events.schema)
     assert key is not None
+    if buckets is not None and length >= BUCKETS_PER_RANGE << BUCKET_BITS:
+        return buckets.plan(length, key[1]), hot
     return _time_plan(events, position_column, key, RangePlan(first, length, count)), hot
+
+
+@attrs.frozen
+class PositionBuckets:
+    """Per bucket of 2**:data:`BUCKET_BITS` positions holding events (``index``: the
+    bucket numbers, ``position >> BUCKET_BITS``, ascending): the smallest and largest
+    position and time key (None where every time is null), and the events; ``unplaced``:
+    the events without a position."""
+
+    index: npt.NDArray[np.int64]
+    first: npt.NDArray[np.int64]
+    last: npt.NDArray[np.int64]
+    events: npt.NDArray[np.int64]
+    lows: tuple[int | float | None, ...]
+    highs: tuple[int | float | None, ...]
+    unplaced: int = 0
+
+    def summary(self) -> tuple[int, int, int, int] | None:
+        """What :func:`_summary` finds without keys, from the buckets."""
+        if not len(self.index):
+            return None
+        return int(self.first.min()), int(self.last.max()), int(self.events.sum()) + self.unplaced, 0
+
+    def plan(self, length: int, span: int | float) -> RangePlan:
+        """The cut into ranges of at least ``length`` positions, whole buckets each (the
+        first range starts at the first bucket's start, the length is rounded up to whole
+        buckets), with each range's halo threshold from its buckets' times: the same as
+        :func:`_time_plan` finds for that cut, without reading the events again.
+
+        Example::
+
+            b = PositionBuckets(np.array([0, 1]), np.array([0, 4096]), np.array([9, 4099]),
+                                np.array([10, 4]), (0, 50), (9, 60))
+            b.plan(4096, 5)  # RangePlan(0, 4096, 2, thresholds=(-5, 45), reach=1)
+        """
+        size = 1 << BUCKET_BITS
+        start = int(self.index[0]) << BUCKET_BITS
+        length = -(-length // size) * size
+        count = -(-(int(self.last.max()) - start + 1) // length)
+        ranges = ((self.index << BUCKET_BITS) - start) // length
+        lows: list[int | float | None] = [None] * count
+        highs: list[int | float | None] = [None] * count
+        for r, lo, hi in zip(ranges.tolist(), self.lows, self.highs, strict=True):
+            if lo is not None and (lows[r] is None or lo < lows[r]):
+                lows[r] = lo
+            if hi is not None and (highs[r] is None or hi > highs[r]):
+                highs[r] = hi
+        thresholds, reach = time_thresholds(lows, highs, span)
+        return RangePlan(start, length, count, thresholds=thresholds, reach=reach)
+
+
+def position_buckets(events: DataFrame, position_column: str, time: Column) -> PositionBuckets | None:
+    """The events' :class:`PositionBuckets` in one aggregation query, or None when more
+    than :data:`MAX_BUCKETS` buckets hold events (positions spread very thinly or over
+    more than 40 million; the planning then takes two queries, the second only on a large
+    input)."""
+    bucket = F.shiftright(F.col(position_column).cast("long"), BUCKET_BITS)
+    pos = F.col(position_column)
+    rows = (
+        events.select(bucket.alias("b"), pos.alias("p"), time.alias("t"))
+        .groupBy("b")
+        .agg(
+            F.min("p").alias("lo"),
+            F.max("p").alias("hi"),
+            F.count(F.lit(1)).alias("n"),
+            F.min("t").alias("tlo"),
+            F.max("t").alias("thi"),
+        )
+        .limit(MAX_BUCKETS + 2)  # the buckets and the events without a position
+        .collect()
+    )
+    placed = sorted((r for r in rows if r["b"] is not None), key=lambda r: int(r["b"]))
+    if len(placed) > MAX_BUCKETS:
+        return None
+    return PositionBuckets(
+        index=np.array([r["b"] for r in placed], dtype=np.int64),
+        first=np.array([r["lo"] for r in placed], dtype=np.int64),
+        last=np.array([r["hi"] for r in placed], dtype=np.int64),
+        events=np.array([r["n"] for r in placed], dtype=np.int64),
+        lows=tuple(r["tlo"] for r in placed),
+        highs=tuple(r["thi"] for r in placed),
+        unplaced=sum(int(r["n"]) for r in rows if r["b"] is None),
+    )
 
 
 def _summary(
