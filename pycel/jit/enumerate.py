@@ -18,6 +18,7 @@ from numba import njit, objmode
 
 from .arrays import Flags, Int, Int32s, Ints
 from .inner import inner
+from .residual import Residual, residual_holds
 from .store import (
     C_U_NEXT,
     E_CHILD,
@@ -169,27 +170,28 @@ def _seen_before(
 #: What an enumerator returns: the output arrays and counts, the work arrays (possibly
 #: grown) and the number of matches it wrote.
 Enumerated = tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, Ints, Ints, Ints, np.int64]
-Enumerator = Callable[
-    [Int, Int, Int, Int, Ints, Ints, Ints, Ints, Int, Int, Ints, Ints, Int32s, Ints,
-     np.int64, np.int64, Ints, Ints, Ints, Ints, Int],
-    Enumerated,
-]  # fmt: skip
+#: (x, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels, the four output
+#: arrays, n_out, n_ent, path, stack_h, stack_d, seen, first[, res]) → Enumerated; ``res``
+#: (the post-filters' programs) only for the residual variant.
+Enumerator = Callable[..., Enumerated]
 
 
-def _enumerator(distinct: bool, ordered: bool = False) -> Enumerator:
+def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -> Enumerator:
     """The enumerator, with the duplicate check of a projection (``distinct``) or without.
 
     Two compiled functions rather than a test at run time, so that a query which projects
     nothing away never compiles the check (:func:`_seen_before`, about a second of cold
     compile); ``distinct`` is a closure constant, so Numba drops the branch it disables
     before typing it, and caches each variant apart (keyed by the constant). ``ordered``
-    likewise adds the treap nodes' check (pycel.jit.treap) for the ordered loop only."""
+    likewise adds the treap nodes' check (pycel.jit.treap) for the ordered loop only, and
+    ``residual`` the post-filters' pruning (pycel.jit.residual: ``res`` is read only then)."""
 
     @inner
     def enumerate_matches(
         x: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints, label_masks: Ints,
         proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints,
         n_out: np.int64, n_ent: np.int64, path: Ints, stack_h: Ints, stack_d: Ints, seen: Ints, first: Int,
+        res: Residual | None = None,
     ) -> Enumerated:  # fmt: skip
         """Write the matches of extend node ``x`` (at most ``budget``) to the output arrays.
 
@@ -214,6 +216,9 @@ def _enumerator(distinct: bool, ordered: bool = False) -> Enumerator:
             stack_h[0] = child
             stack_d[0] = 1
             top = 1
+        if residual and res is not None and not residual_holds(res, path, ZERO):
+            depth_done = -1  # a post-filter fails on the last event already: no match
+            top = 0
         while emitted < budget:
             if depth_done < 0:
                 if top == 0:
@@ -248,6 +253,8 @@ def _enumerator(distinct: bool, ordered: bool = False) -> Enumerator:
                 es = e & emask
                 path[2 * d] = E[E_POS, es]
                 path[2 * d + 1] = label_masks[E[E_LABEL, es]] & proj_mask
+                if residual and res is not None and not residual_holds(res, path, d):
+                    continue  # no completion of this path passes the post-filters
                 ch = E[E_CHILD, es]
                 if ch >= 0 and live(U, unext, ch):
                     stack_h[top] = ch
@@ -304,6 +311,8 @@ _enumerate_distinct = _enumerator(True)
 #: The same over ordered run indexes (pycel.jit.treap), for the ordered loop only.
 _enumerate_ordered = _enumerator(False, True)
 _enumerate_ordered_distinct = _enumerator(True, True)
+#: Pruned by the post-filters (pycel.jit.residual) as it goes, for queries that have them.
+_enumerate_residual = _enumerator(False, False, True)
 
 
 def drops_variables(label_masks: Ints, proj_mask: Int) -> bool:

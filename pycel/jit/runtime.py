@@ -32,8 +32,16 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints
-from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
+from .enumerate import (
+    _enumerate,
+    _enumerate_distinct,
+    _enumerate_residual,
+    _grow,
+    drops_variables,
+    new_buffers,
+)
 from .inner import inner
+from .residual import Residual, empty_residual
 from .store import (
     C_E_NEXT,
     C_H_COUNT,
@@ -171,10 +179,12 @@ def _fire(
     return fired + 1
 
 
-def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool) -> Loop:
+def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool) -> Loop:
     """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
     fresh heaps), consumption, the projection's duplicate check (``distinct``), absence
-    (``blocking``: events that block waiting runs, :func:`block_runs`).
+    (``blocking``: events that block waiting runs, :func:`block_runs`), the post-filters'
+    pruning during enumeration (``pruning``: ``res`` holds their programs,
+    :mod:`pycel.jit.residual`).
 
     Each flag is a closure constant: Numba removes the branches it disables before typing
     the function, so their code (and the helpers only they call) is compiled only for a
@@ -184,7 +194,9 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
     ``if flag and x:`` is pruned too, ``x = flag; if x:`` is not)."""
 
     @njit(cache=True)
-    def run_batch_all(store: NodeStore, batch: BatchInput, tables: DfaArrays, work: Buffers) -> Step:
+    def run_batch_all(
+        store: NodeStore, batch: BatchInput, tables: DfaArrays, work: Buffers, res: Residual
+    ) -> Step:
         """Process one batch; return the (possibly grown) store and the matches found.
 
         ``batch.window_starts[j]``: the window start for the event at position
@@ -301,12 +313,20 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
             first = n_out
             for f in range(fired):
                 if final[new_d[f]] and emitted < budget_all:
-                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                     got) = enumerate_matches(
-                        new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                        max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
-                        seen, first,
-                    )
+                    if pruning:
+                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                         got) = _enumerate_residual(
+                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                            stack_d, seen, first, res,
+                        )
+                    else:
+                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                         got) = enumerate_matches(
+                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                            stack_d, seen, first,
+                        )
                     emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
@@ -343,32 +363,36 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool)
 
 
 #: A compiled per-event loop over the determinized automaton.
-Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool], Loop] = {}
+Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers, Residual], Step]
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool], Loop] = {}
+#: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
+_NO_RESIDUAL = empty_residual()
 
 
-def _loop_for(contiguous: bool, consuming: bool, distinct: bool, blocking: bool) -> Loop:
+def _loop_for(contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool) -> Loop:
     """The ALL loop variant for these paths, made at its first use (compiled or loaded
     from the cache at its first call)."""
-    key = (contiguous, consuming, distinct, blocking)
+    key = (contiguous, consuming, distinct, blocking, pruning)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _all_loop(*key)
     return loop
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool], Loop]:
-    """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool], Loop]:
+    """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking,
+    pruning)."""
     return dict(_LOOPS)
 
 
-def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
+def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Residual | None = None) -> Step:
     """Process one batch under ALL; return the (possibly grown) store and the matches.
 
     Runs the compiled variant of the loop that has exactly the paths this batch uses
     (see :func:`_all_loop`): contiguity if ``tables.contiguous``, consumption if
     ``batch.consume``, the duplicate check if the projection drops a bound variable,
-    blocking once some class of the data blocks runs (an absence's event has arrived).
+    blocking once some class of the data blocks runs (an absence's event has arrived),
+    pruning by the post-filters' programs ``res`` if given (:mod:`pycel.jit.residual`).
 
     Example::
 
@@ -376,8 +400,9 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays) -> Step:
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
     blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
-    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking)
-    return loop(store, batch, tables, new_buffers(tables.label_masks, distinct))
+    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None)
+    work = new_buffers(tables.label_masks, distinct)
+    return loop(store, batch, tables, work, _NO_RESIDUAL if res is None else res)
 
 
 def live_counts(

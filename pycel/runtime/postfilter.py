@@ -193,19 +193,19 @@ def apply(
     post: PostFilters,
     tail: Tail,
     batch: EventBatch,
-    batch_positions: Ints,
     matches: Matches,
     schema: Schema,
     keep_from: int,
     projection_mask: int,
 ) -> tuple[Matches, Tail]:
     """The matches of a push that pass ``post``, projected onto ``projection_mask``; and
-    the new tail (``batch`` appended, positions before ``keep_from`` dropped).
+    the new tail (positions before ``keep_from`` dropped).
 
-    ``batch_positions``: the (global) positions of ``batch``'s events; ``matches`` use
-    the same positions.
+    ``tail``: the tail with ``batch``'s events appended (:meth:`Tail.extended`, with the
+    positions ``matches`` use).
     """
-    tail = tail.extended(batch, batch_positions, post.attributes)
+    batch_positions = tail.positions[len(tail.positions) - len(batch) :]
+
     def row_of(end: int) -> int:  # the end event is one of this batch's
         return int(np.searchsorted(batch_positions, end))
 

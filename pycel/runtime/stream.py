@@ -27,6 +27,7 @@ from pycel.data.ingest import DEFAULT_TYPE_COLUMN, EventBatch, check_input_colum
 from pycel.data.matches import Matches, take
 from pycel.errors import DataError
 from pycel.jit.dedupe import unique_matches
+from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Expr
 from pycel.plan.planner import Plan
 from pycel.plan.postfilter import PostFilters
@@ -34,6 +35,7 @@ from pycel.runtime.keys import TupleIds, run_keys
 from pycel.runtime.postfilter import Tail, limit_per_end
 from pycel.runtime.postfilter import apply as apply_post_filters
 from pycel.runtime.predicates import atom_bits, columns_read_by
+from pycel.runtime.residual import Pruning
 from pycel.runtime.runners import PreparedBatch, RawMatches, new_runner
 from pycel.runtime.runners.windowed import choose
 from pycel.runtime.snapshot.state import decode, encode
@@ -121,6 +123,7 @@ class Stream:
         starts, tail = self._window_starts(batch, gpos)
         keys, key_valid = run_keys(plan, batch, self.key_tuples)
         post = plan.post_filters is not None
+        post_tail, residual = self._post_tail_and_pruning(batch, gpos)
         prepared = PreparedBatch(
             batch=batch,
             offset=self.offset,
@@ -132,15 +135,43 @@ class Stream:
             projection_mask=(1 << len(plan.variables)) - 1 if post else plan.projection_mask,
             limit=-1 if post else plan.limit,
             consume=plan.consume,
+            residual=residual,
         )
         raw = self.runner.advance(prepared)
+        if residual is not None:
+            self._pruning().record(residual)
         self.schema = batch.schema  # accepted
         self.offset += len(batch)
-        return self._finish(batch, gpos, starts, tail, raw, began)
+        return self._finish(batch, gpos, starts, tail, raw, began, post_tail)
+
+    def _post_tail_and_pruning(
+        self, batch: EventBatch, gpos: Ints | None
+    ) -> tuple[Tail | None, Residual | None]:
+        """With post-filters: the tail with ``batch`` appended, and the programs the
+        enumerator prunes with (pycel.runtime.residual; None if no conjunct can)."""
+        post = self.plan.post_filters
+        if post is None:
+            return None, None
+        n = len(batch)
+        at = gpos if gpos is not None else np.arange(self.offset, self.offset + n, dtype=np.int64)
+        tail = (self.post_tail or Tail()).extended(batch, at.astype(np.int64), post.attributes)
+        # The tail's rows are the events pushed since the first one it keeps, in order, so
+        # row r holds the event at local position base + r.
+        base = self.offset + n - len(tail.positions)
+        return tail, self._pruning().program(tail, batch.schema, base)
+
+    def _pruning(self) -> Pruning:
+        """The post-filters' pruning state (made at first use: also after a restore)."""
+        pruning: Pruning | None = self.__dict__.get("pruning")
+        if pruning is None:
+            assert self.plan.post_filters is not None
+            pruning = self.__dict__["pruning"] = Pruning(self.plan.post_filters, self.plan.variables)
+        return pruning
 
     def _finish(
-        self, batch: EventBatch, gpos: Ints | None, starts: Ints, tail: Any, raw: RawMatches, began: float
-    ) -> Matches:
+        self, batch: EventBatch, gpos: Ints | None, starts: Ints, tail: Any, raw: RawMatches, began: float,
+        post_tail: Tail | None = None,
+    ) -> Matches:  # fmt: skip
         """The batch's matches (global positions, post-filters, projection, limit), and
         the bookkeeping after an accepted batch."""
         plan = self.plan
@@ -155,14 +186,13 @@ class Stream:
             m_starts, m_ends, pos, source = self._to_global(gpos, m_starts, m_ends, pos, batch)
         matches = Matches(m_starts, m_ends, raw.offsets, raw.var_ids, pos, plan.variables, source)
         if post is not None:
-            at = gpos if gpos is not None else np.arange(batch.offset, batch.offset + len(batch))
+            assert post_tail is not None  # _post_tail_and_pruning made it
             # A windowed strategy chooses among the outputs that pass: project after it.
             windowed = plan.family == "windowed"
             mask = (1 << len(plan.variables)) - 1 if windowed else plan.projection_mask
             matches, self.post_tail = apply_post_filters(
-                post, self.post_tail or Tail(), batch, at.astype(np.int64), matches, self.schema,
-                self._post_keep_from(), mask,
-            )  # fmt: skip
+                post, post_tail, batch, matches, self.schema, self._post_keep_from(), mask
+            )
             if windowed:
                 matches = choose(plan.strategy, matches, plan.projection_mask, plan.limit)
             elif plan.projected:  # otherwise the enumerator drops repeats itself
@@ -265,7 +295,9 @@ class Stream:
 
         Example: ``again = pycel.Stream.restore(stream.snapshot())``
         """
-        fields = {k: v for k, v in self.__dict__.items() if k not in ("plan", "runner")}
+        # The post-filters' observed selectivity only orders their tries: a restored
+        # stream learns it again.
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("plan", "runner", "pruning")}
         return encode(self.plan, fields, self.runner)
 
     @classmethod

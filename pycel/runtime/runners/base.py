@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pycel.data.ingest import EventBatch
+from pycel.jit.residual import Residual
 from pycel.jit.runtime import live_counts
 from pycel.jit.store import (
     C_E_NEXT,
@@ -63,6 +64,8 @@ class PreparedBatch:
     projection_mask: int
     limit: int
     consume: int
+    #: The post-filters as the enumerator prunes with them (pycel.jit.residual), if any.
+    residual: Residual | None = None
 
 
 @attrs.frozen

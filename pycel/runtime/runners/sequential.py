@@ -144,7 +144,7 @@ class SequentialRunner:
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
             step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch))
         else:
-            step = run_batch(*inputs)
+            step = run_batch(*inputs, batch.residual)
         self.store.keep(step.store)
         return RawMatches.of(step.out)
 
