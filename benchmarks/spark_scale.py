@@ -15,7 +15,9 @@ stocks with Zipf-like weights: at 100 names the busiest holds about 19 % of the 
 
 Each is run by ``pycel.spark.detect`` with ``ranges=1`` (no cut) and with the default
 (``ranges=None``: as many ranges as the data and the cores call for; for the skewed
-pattern only hot keys are cut), on ``local[1]`` and ``local[2]``. Every configuration
+pattern only hot keys are cut), on ``local[1]`` and ``local[2]`` (``--ranges`` adds
+explicit counts). On one core the default is one range, the same run as ``ranges=1``,
+so it is not run again. Every configuration
 runs in its own process with a fresh Spark session: the ticks are read from Parquet and
 cached with their positions (``position_column``, so no sort is timed), a warm-up on a
 small slice starts the JVM's Python workers and loads the Numba cache, then ``--repeat``
@@ -176,6 +178,22 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_split(root: int) -> dict[str, float]:
+    """CPU seconds so far of the Python driver, the JVM and the Python workers below
+    ``root`` (live processes; Spark reuses its Python workers, so they stay alive)."""
+    split = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
+    for pid in descendants(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        seconds = sum(int(f) for f in fields[11:13]) / CLOCK_TICKS  # its own utime + stime
+        kind = "driver" if pid == root else "jvm" if b"java" in command.split(b"\0", 1)[0] else "workers"
+        split[kind] += seconds
+    return split
+
+
 def tree_memory(root: int) -> dict[str, float]:
     """Peak RSS of the Python driver, the JVM and the largest Python worker (MB)."""
     jvm, workers = 0.0, [0.0]
@@ -255,19 +273,20 @@ def spark_worker(job: dict[str, Any]) -> dict[str, Any]:
         return len(counts), sum(counts), planning  # groups, rows (with the halo copies)
 
     warm = df.where(df["id"] < WARM_EVENTS)
-    detect_rows(warm, 2 if ranges is None else 1)  # Python workers, Numba cache, range code
-    floor(warm, 2 if ranges is None else 1)
+    detect_rows(warm, 1 if ranges == 1 else 2)  # Python workers, Numba cache, range code
+    floor(warm, 1 if ranges == 1 else 2)
     result: dict[str, Any] = {"events": n, "detect": [], "floor": [], "checks": [], "planning": []}
     me = os.getpid()
     for _ in range(job["repeat"]):
         for kind in ("floor", "detect"):  # interleaved: load drift hits both alike
-            cpu0, began = tree_cpu_seconds(me), time.perf_counter()
+            split0, cpu0, began = cpu_split(me), tree_cpu_seconds(me), time.perf_counter()
             if kind == "floor":
                 rows = floor(df, ranges)
             else:
                 found, dig = detect_rows(df, ranges)
             seconds, cpu = time.perf_counter() - began, tree_cpu_seconds(me) - cpu0
-            result[kind].append({"seconds": seconds, "cpu": cpu})
+            split = {k: v - split0[k] for k, v in cpu_split(me).items()}
+            result[kind].append({"seconds": seconds, "cpu": cpu, **{f"cpu_{k}": v for k, v in split.items()}})
             if kind == "detect":
                 result["checks"].append([found, dig])
             else:
@@ -353,6 +372,8 @@ def command(args: argparse.Namespace) -> str:
         words.append("--masters " + " ".join(f'"{m}"' for m in args.masters))
     if args.patterns != list(PATTERNS):
         words.append("--patterns " + " ".join(args.patterns))
+    if args.ranges != ["1", "default"]:
+        words.append("--ranges " + " ".join(args.ranges))
     if args.driver_memory != "3g":
         words.append(f"--driver-memory {args.driver_memory}")
     return " ".join(words)
@@ -387,12 +408,14 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
         "`detect` runs with `position_column` to check that positions are unique, for patterns "
         "grouped by key (timed once; — where each group checks its own positions instead). "
         "CPU: seconds of our whole process tree per detect run "
-        "(driver, JVM, Python workers); CPU/wall is how many cores it kept busy. Others: the "
+        "(driver, JVM, Python workers), and of the JVM and the Python workers apart; CPU/wall "
+        "is how many cores it kept busy. Others: the "
         "cores the rest of the machine used on average meanwhile (/proc/stat minus our CPU); "
         f"rows where it is {DISTORTED_CORES} or more are marked *distorted* (2 cores, shared "
         "with other engineers' work). Load: the 1-minute load average before → after. "
         "Memory: peak RSS of the Python driver / the JVM (driver and executor in local mode) / "
-        "the largest Python worker.",
+        "the largest Python worker. On `local[1]` the default is one range (no cut on one core), "
+        "the `ranges=1` run, so it is not run twice.",
     ]
     for name in results:
         engine = results[name]["engine"]
@@ -405,7 +428,7 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
             f"{seconds:.2f} s, {n / seconds:,.0f} events/s, peak RSS {engine['driver_mb']:.0f} MB, "
             f"others {engine['others_cores']:.2f} cores.",
             "",
-            "| master | ranges | groups (rows) | detect s | events/s | CPU s | CPU/wall "
+            "| master | ranges | groups (rows) | detect s | events/s | CPU s (JVM/workers) | CPU/wall "
             "| floor s (planning) | floor events/s | detect − floor s | position check s "
             "| matches = engine "
             "| peak RSS MB (driver/JVM/worker) | others (cores) | load |",
@@ -419,7 +442,7 @@ def report(args: argparse.Namespace, share: float, results: dict[str, Any], elap
             check = "—" if r["position_check"] is None else f"{r['position_check']:.1f}"
             lines.append(
                 f"| {label[0]} | {label[1]} | {r['floor_groups']:,} ({r['floor_rows']:,}) "
-                f"| {det:.1f} | {n / det:,.0f} | {cpu:.1f} | {cpu / det:.2f} "
+                f"| {det:.1f} | {n / det:,.0f} | {cpu:.1f} ({jvm_workers(r['detect'])}) | {cpu / det:.2f} "
                 f"| {flo:.1f} ({statistics.median(r['planning']):.1f}) | {n / flo:,.0f} "
                 f"| {det - flo:.1f} | {check} "
                 f"| {'yes' if same else 'NO'} ({len(r['checks'])} runs) "
@@ -438,16 +461,24 @@ def median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def jvm_workers(runs: list[dict[str, float]]) -> str:
+    """The median CPU seconds of the JVM and of the Python workers, as ``JVM/workers``."""
+    if not all("cpu_jvm" in r for r in runs):
+        return "?"
+    return f"{median(runs, 'cpu_jvm'):.1f}/{median(runs, 'cpu_workers'):.1f}"
+
+
 def speedups(rows: list[tuple[tuple[str, str], dict[str, Any]]]) -> str:
-    """The speed-up ratios (detect seconds of one configuration over another's)."""
+    """The speed-up ratios (detect seconds of one configuration over another's): each
+    cut over one group on the same master, local[2] over local[1] with one group, and
+    every cut on local[2] over one group on local[1] (all that two cores gain)."""
     by_label = dict(rows)
-    pairs = [
-        (("local[1]", "1"), ("local[2]", "1"), "local[2] over local[1], ranges=1"),
-        (("local[1]", "default"), ("local[2]", "default"), "local[2] over local[1], default ranges"),
-        (("local[1]", "1"), ("local[1]", "default"), "default ranges over ranges=1, local[1]"),
-        (("local[2]", "1"), ("local[2]", "default"), "default ranges over ranges=1, local[2]"),
-        (("local[1]", "1"), ("local[2]", "default"), "local[2] default ranges over local[1] ranges=1"),
-    ]
+    settings = list(dict.fromkeys(label[1] for label, _ in rows if label[1] != "1"))
+    pairs = [(("local[1]", "1"), ("local[2]", "1"), "local[2] over local[1], ranges=1")]
+    for master in MASTERS:
+        pairs += [((master, "1"), (master, r), f"ranges={r} over ranges=1, {master}") for r in settings]
+    for r in settings:
+        pairs.append((("local[1]", "1"), ("local[2]", r), f"local[2] ranges={r} over local[1] ranges=1"))
     parts = []
     for slow, fast, text in pairs:
         if slow in by_label and fast in by_label:
@@ -468,6 +499,12 @@ def main() -> None:
     parser.add_argument("--masters", nargs="+", default=MASTERS, help="default: local[1] local[2]")
     parser.add_argument(
         "--patterns", nargs="+", default=list(PATTERNS), choices=list(PATTERNS), help="default: both"
+    )
+    parser.add_argument(
+        "--ranges",
+        nargs="+",
+        default=["1", "default"],
+        help="ranges= settings per master: counts or 'default' (default: 1 default)",
     )
     parser.add_argument("--driver-memory", default="3g", help="spark.driver.memory (default 3g)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "spark_scale.md"))
@@ -490,12 +527,15 @@ def main() -> None:
             print(f"{name}: engine {engine['matches']:,} matches {engine['runs']}", flush=True)
             rows = []
             for master in args.masters:
-                for ranges in (1, None):
+                for setting in args.ranges:
+                    if setting == "default" and master == "local[1]" and "1" in args.ranges:
+                        continue  # one core: the default is one range, the ranges=1 run
+                    ranges = None if setting == "default" else int(setting)
                     job = {**base, "kind": "spark", "master": master, "ranges": ranges}
                     r = in_child({**job, "driver_memory": args.driver_memory})
                     bad = [c for c in r["checks"] if c != [engine["matches"], engine["digest"]]]
                     assert not bad, (name, master, ranges, bad, engine["matches"], engine["digest"])
-                    label = (master, "1" if ranges == 1 else "default")
+                    label = (master, setting)
                     print(
                         f"  {label}: detect {r['detect']} floor {r['floor']} load {r['load_before'][0]:.1f}"
                         f" -> {r['load_after'][0]:.1f}",
