@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import random
 import subprocess
@@ -32,7 +33,7 @@ from numba.core.event import Event, Listener, register, unregister
 import pycel
 from pycel.dsl import Limit
 from pycel.jit import enumerate as enumerate_module
-from pycel.jit import last, maximal, pcea, runtime, store
+from pycel.jit import last, maximal, ordered, pcea, runtime, store, treap
 from pycel.reference import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +73,11 @@ def _patterns() -> list[Any]:
     out += [
         ab.within(events=5),
         ab.where(a.y < b.y, post_filter=True),
+        # Order comparisons: the ordered loop (pycel/jit/ordered.py), with a limit and a
+        # projection too, and a trend.
+        pycel.seq(a, b, c).where(b.x > a.x).within(events=8),
+        pycel.seq(a, b, c).where((b.x > a.x) & (c.y <= b.y)).limit(1),
+        pycel.seq(a, pycel.plus(b.where(b.x >= pycel.prev(b).x))).within(events=6),
         (a & b & c).where((a.x == b.x) & (b.x == c.x) & (b.y == c.y)).within(events=20),
         (a & b & c).where((a.x == b.x) & (b.x == c.x) & (b.y == c.y)).within(events=20).limit(1),
     ]
@@ -117,10 +123,12 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
         "ranked": last.loop_variants(),
         "max": maximal.loop_variants(),
         "parallel": pcea.loop_variants(),
+        "ordered": ordered.loop_variants(),
     }
     # The patterns above use contiguity (strict), consumption-free and projecting clauses
     # and NEXT as well as LAST: several variants of a loop exist, each compiled once.
-    assert (True, False, False, False) in variants["all"] and (False, False, False, False) in variants["all"]
+    all_paths = {key[:4] for key in variants["all"]}  # (contiguous, consuming, distinct, blocking, ...)
+    assert (True, False, False, False) in all_paths and (False, False, False, False) in all_paths
     assert {key[0] for key in variants["ranked"]} == {False, True}
     for family, loops in variants.items():
         for key, loop in loops.items():
@@ -128,7 +136,9 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     # The helpers the families share have at most one signature (none when every loop
     # came from the cache): see also test_a_plain_query_compiles_only_the_paths_it_uses.
     shared = (store.ht_rebuild, store.heap_insert, store.ensure_room, store.ht_get, store.ht_put)
-    for helper in (*shared, enumerate_module._enumerate, enumerate_module._enumerate_distinct):
+    enumerators = (enumerate_module._enumerate, enumerate_module._enumerate_distinct)
+    ordered_helpers = (treap.treap_split, enumerate_module._enumerate_ordered)
+    for helper in (*shared, *ordered_helpers, *enumerators):
         assert len(helper.signatures) <= 1, (helper.py_func.__qualname__, helper.signatures)
 
 
@@ -173,7 +183,7 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["equal"] == [True, True]
-    assert result["all"] == [[False, False, False, False]]
+    assert [key[:4] for key in result["all"]] == [[False, False, False, False]]
     assert result["ranked"] == [[False, False, False, False]]
     # The helpers both loops call were compiled once for both (ht_rebuild had two
     # signatures when LAST passed a literal True and ALL the default).
@@ -184,6 +194,109 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     unused_paths += ("_retire",)
     for unused in unused_paths:
         assert unused not in compiled, (unused, sorted(compiled))
+
+
+ORDERED_QUERY = textwrap.dedent(
+    """\
+    import json, random
+    from numba.core.event import install_recorder
+    import pycel
+    from pycel.jit import ordered, runtime
+    from pycel.reference import evaluate
+
+    class K(pycel.Event):
+        x: pycel.Field[int]
+
+    class KA(K): ...
+    class KB(K): ...
+
+    rnd = random.Random(5)
+    events = [rnd.choice([KA, KB])(x=rnd.randrange(6)) for _ in range(40)]
+    a, b, c = pycel.alias(KA, "a"), pycel.alias(KB, "b"), pycel.alias(KA, "c")
+    pattern = pycel.seq(a, b, c).where(b.x > a.x).within(events=12)
+    with install_recorder("numba:compile") as recorder:
+        equal = pycel.compile(pattern).run(events).keys() == evaluate(pattern, events).keys()
+    compiled = sorted({e.data["dispatcher"].py_func.__qualname__ for _, e in recorder.buffer})
+    print(json.dumps({"equal": equal, "compiled": compiled, "ordered": sorted(ordered.loop_variants()),
+                      "all": sorted(runtime.loop_variants())}))
+    """
+)
+
+
+def test_an_ordered_query_compiles_no_heap_insertion(tmp_path: Path) -> None:
+    """With an empty cache, a query with an order comparison compiles the ordered loop
+    only: its states without conditions keep their runs in treaps too, so neither the
+    heap insertion (``heap_insert``, ``_insert``) nor the ALL loop is compiled, nor the
+    projection's duplicate check."""
+    env = {**os.environ, "PYCEL_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", ORDERED_QUERY], env=env, check=True, capture_output=True, text=True
+    )
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["equal"] is True
+    assert result["ordered"] == [[False, False]] and result["all"] == []
+    compiled = set(result["compiled"])
+    assert any("run_batch_ordered" in name for name in compiled), sorted(compiled)
+    for unused in ("heap_insert", "_insert", "_merge", "_seen_before", "run_batch_all"):
+        assert not any(name.split(".")[-1] == unused for name in compiled), (unused, sorted(compiled))
+
+
+def _treap_heights(U: Any, root: int, lo: int, unext: int) -> tuple[int, int]:
+    """(the longest path of live nodes inside the window below ``root``, its stored
+    height), as the treap operations walk it."""
+    mask = U.shape[1] - 1
+
+    def alive(node: int) -> bool:
+        return node >= 0 and node >= unext - U.shape[1] and U[store.U_MS, node & mask] >= lo
+
+    def walk(node: int) -> int:
+        if not alive(node):
+            return 0
+        s = node & mask
+        return 1 + max(walk(int(U[store.U_LEFT, s])), walk(int(U[store.U_RIGHT, s])))
+
+    return walk(root), int(U[store.U_BIT, root & mask]) >> treap.HEIGHT_SHIFT
+
+
+def test_treap_heights_bound_every_path_and_the_room_made_per_event() -> None:
+    """The ordered loop makes room once per event from ``ctr[C_MAX_DEPTH]`` (treap
+    operations never grow an array): every treap in H has a stored height at least as
+    long as any path an operation can walk, and at most ``C_MAX_DEPTH``. Many runs per
+    state and a growing arena (batches of 400 events into one stream, NaN and null
+    registers too), checked against the reference."""
+
+    class Q(pycel.Event):
+        f: pycel.Field[float]
+        time: pycel.Field[int]
+
+    class QA(Q): ...
+
+    class QB(Q): ...
+
+    rnd = random.Random(11)
+    values = [None, math.nan, *range(40)]
+    events = [rnd.choice([QA, QB])(f=rnd.choice(values), time=i) for i in range(1200)]
+    a, b = pycel.alias(QA, "a"), pycel.alias(QB, "b")
+    pattern = pycel.seq(a, b).where(b.f > a.f).within(events=300)
+    stream = pycel.compile(pattern).stream()
+    got: set[Any] = set()
+    checked = 0
+    for lo in range(0, len(events), 400):
+        got |= stream.push(events[lo : lo + 400]).keys()
+        state = stream.runner.store
+        U, HT, ctr = state.U, state.HT, state.ctr
+        window_lo = max(0, lo + 400 - 300)
+        for slot in np.flatnonzero(HT[store.H_STATE] >= 0):
+            root = int(HT[store.H_VAL, slot])
+            if root < 0 or root < int(ctr[store.C_U_NEXT]) - U.shape[1]:
+                continue
+            if U[store.U_MS, root & (U.shape[1] - 1)] < window_lo:
+                continue
+            walked, stored = _treap_heights(U, root, window_lo, int(ctr[store.C_U_NEXT]))
+            assert walked <= stored <= ctr[store.C_MAX_DEPTH], (walked, stored, int(ctr[store.C_MAX_DEPTH]))
+            checked += 1
+    assert checked > 0
+    assert got == evaluate(pattern, events).keys()
 
 
 SNIPPET = textwrap.dedent(

@@ -7,8 +7,9 @@ register line into at most 2k+1 ranges (the open intervals between them and the 
 themselves); on each range every condition is true or false, so the range's runs take the
 transitions of that outcome (``tables.outcome``). Each range is one root split off the
 state's treap: O(k log n) per event and state, and no run is looked at one by one. Runs
-whose register is NaN or null are kept apart in plain heaps (``SIDE_NAN``/``SIDE_NULL``):
-a comparison with null is false, and with NaN false except ``!=``.
+whose register is NaN or null are kept apart (``SIDE_NAN``/``SIDE_NULL``): a comparison
+with null is false, and with NaN false except ``!=``. Those, and the runs of states
+without conditions, are in treaps ordered by node id (creation), never split.
 
 Example::
 
@@ -25,10 +26,10 @@ from numba import njit
 
 from .arrays import Int, Ints, Truth
 from .enumerate import _enumerate_ordered, _enumerate_ordered_distinct, _grow, drops_variables, new_buffers
-from .inner import inner
-from .runtime import _fire, _insert
+from .runtime import _fire
 from .store import (
     C_H_COUNT,
+    C_MAX_DEPTH,
     E_MS,
     LIVE_ONLY,
     NO_NODE,
@@ -41,7 +42,7 @@ from .store import (
     record_barrier,
 )
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step, ints
-from .treap import AT_MOST, BELOW, treap_insert, treap_split
+from .treap import AT_MOST, BELOW, ONE, treap_insert, treap_split
 
 #: H states of a conditioned state's runs whose register is NaN / null.
 SIDE_NAN, SIDE_NULL = 1 << 41, 1 << 42
@@ -52,6 +53,8 @@ NUMBER, NAN, NULL = 0, 1, 2
 #: plus the two side heaps.
 MAX_STATE_CONDITIONS = 4
 MAX_PIECES = 2 * MAX_STATE_CONDITIONS + 3
+#: The most splits of one treap per event and state (two per threshold value).
+MAX_SPLITS = np.int64(2 * MAX_STATE_CONDITIONS)
 
 
 class OrderedInput(NamedTuple):
@@ -77,8 +80,9 @@ def ordered_input(*arrays: object) -> OrderedInput:
     return OrderedInput(*(ints(a) for a in arrays))
 
 
-@inner
+@njit(cache=True, inline="always")
 def _holds(op: Int, r: Int, t: Int) -> Truth:
+    """Whether ``r OP t``; on piece indexes too (see :func:`_pieces`)."""
     if op == OP_LT:
         return r < t
     if op == OP_LE:
@@ -92,46 +96,38 @@ def _holds(op: Int, r: Int, t: Int) -> Truth:
     return r != t
 
 
-@inner
-def _between_holds(op: Int, a: Int, has_a: Truth, b: Int, has_b: Truth, t: Int) -> Truth:
-    """Whether ``r OP t`` holds for every r strictly between a and b (no threshold lies
-    strictly between them; ``has_a``/``has_b`` False: unbounded)."""
-    if op == OP_LT or op == OP_LE:
-        return has_b and t >= b
-    if op == OP_GT or op == OP_GE:
-        return has_a and t <= a
-    return op == OP_NE  # == holds at a threshold only
-
-
-@inner
-def _used(outcome: Ints, t: Int, u: Int, mask: Int) -> bool:
-    """Whether a transition of rows t..u-1 is taken on outcome ``mask``."""
-    for r in range(t, u):
-        if outcome[r] == mask:
-            return True
-    return False
-
-
-@inner
+@njit(cache=True, inline="always")
 def _pieces(
-    U: Ints, ctr: Ints, HT: Ints, s: Int, k: Int, j: Int, o: OrderedInput, t: Int, u: Int, lo: Int,
-    pos: Int, window_lo: Int, roots: Ints, masks: Ints, values: Ints, piece_bits: Ints, stack: Ints,
-) -> tuple[Ints, Int, Ints]:  # fmt: skip
-    """(U, count, stack): the runs of state ``s`` and key ``k`` cut into pieces, each a root
-    (``roots``) whose runs all give the outcome bits ``masks`` for event ``j``; only the
-    pieces whose outcome a transition of rows t..u-1 takes."""
-    first, last = o.cptr[s], o.cptr[s + 1]
-    const = 0  # bits that hold for every number register (thresholds NaN, with !=)
-    nan_bits = 0  # bits that hold for a NaN register
-    m = 0
+    U: Ints, ctr: Ints, HT: Ints, s: Int, k: Int, j: Int, outcome: Ints, cptr: Ints, cond: Ints,
+    cond_op: Ints, thr: Ints, thr_kind: Ints, t: Int, u: Int, lo: Int, pos: Int, rest: Int,
+    roots: Ints, masks: Ints, values: Ints, piece_bits: Ints, stack: Ints,
+) -> Int:  # fmt: skip
+    """How many pieces the runs of state ``s`` and key ``k`` (the treap ``rest``) were cut
+    into, each a root (``roots``) whose runs all give the outcome bits ``masks`` for event
+    ``j``; only the pieces whose outcome a transition of rows t..u-1 takes. ``U`` and
+    ``stack`` have room for :data:`MAX_SPLITS` splits of ``rest``.
+
+    The m distinct threshold values cut the register line into pieces 0..2m: piece 2p
+    holds the registers strictly between values[p-1] and values[p], piece 2p+1 the value
+    values[p]. Pieces are ordered as their registers, so ``r OP t`` holds on piece P for a
+    threshold in piece T exactly when ``P OP T`` (one comparison of two small ints, the
+    same for points and intervals)."""
+    first, last = cptr[s], cptr[s + 1]
+    # The outcomes some transition of rows t..u-1 takes, as bits (at most 2^4 outcomes).
+    taken = ZERO
+    for r in range(t, u):
+        taken |= ONE << outcome[r]
+    const = ZERO  # bits that hold for every number register (thresholds NaN, with !=)
+    nan_bits = ZERO  # bits that hold for a NaN register
+    m = ZERO
     for i in range(first, last):
-        c = o.cond[i]
-        kind = o.thr_kind[o.cond_threshold[c], j]
-        ne = o.cond_op[c] == OP_NE
+        c = cond[i]
+        kind = thr_kind[c, j]
+        ne = cond_op[c] == OP_NE
         if kind == NUMBER:
             if ne:
                 nan_bits |= 1 << (i - first)
-            v = o.thr[o.cond_threshold[c], j]
+            v = thr[c, j]
             q = m  # insert v into the sorted distinct values
             seen = False
             for p in range(m):
@@ -146,31 +142,27 @@ def _pieces(
         elif kind == NAN and ne:
             const |= 1 << (i - first)
             nan_bits |= 1 << (i - first)
-    # Piece 2p: the registers strictly between values[p-1] and values[p]; 2p+1: values[p].
-    # Their outcome bits first, so that the treap is split only as far as the last piece
-    # some transition takes (the splits' path copies live as long as the window).
+    # Each piece's outcome bits first, so that the treap is split only as far as the last
+    # piece some transition takes (the splits' path copies live as long as the window).
+    for piece in range(2 * m + 1):
+        piece_bits[piece] = const
+    for i in range(first, last):
+        c = cond[i]
+        if thr_kind[c, j] != NUMBER:
+            continue
+        t_value = thr[c, j]
+        at = ONE  # the threshold's piece: 2 * (values below it) + 1
+        for p in range(m):
+            if values[p] < t_value:
+                at += 2
+        for piece in range(2 * m + 1):
+            if _holds(cond_op[c], piece, at):
+                piece_bits[piece] |= 1 << (i - first)
     last_used = -1
     for piece in range(2 * m + 1):
-        p = piece // 2
-        bits = const
-        for i in range(first, last):
-            c = o.cond[i]
-            if o.thr_kind[o.cond_threshold[c], j] != NUMBER:
-                continue
-            thr = o.thr[o.cond_threshold[c], j]
-            if piece % 2 == 1:
-                ok = _holds(o.cond_op[c], values[p], thr)
-            else:
-                a = values[p - 1] if p > 0 else 0
-                b = values[p] if p < m else 0
-                ok = _between_holds(o.cond_op[c], a, p > 0, b, p < m, thr)
-            if ok:
-                bits |= 1 << (i - first)
-        piece_bits[piece] = bits
-        if _used(o.outcome, t, u, bits):
+        if taken >> piece_bits[piece] & 1:
             last_used = piece
-    n = 0
-    rest = ht_get(HT, s, k)
+    n = ZERO
     for piece in range(last_used + 1):
         p = piece // 2
         if piece == 2 * m:
@@ -178,22 +170,22 @@ def _pieces(
         else:
             v = values[p]
             how = BELOW if piece % 2 == 0 else AT_MOST
-            U, root, rest, stack = treap_split(U, ctr, rest, v, how, lo, pos, window_lo, stack, ZERO)
-        if root >= 0 and _used(o.outcome, t, u, piece_bits[piece]):
+            root, rest = treap_split(U, ctr, rest, v, how, lo, pos, stack, ZERO)
+        if root >= 0 and taken >> piece_bits[piece] & 1:
             roots[n] = root
             masks[n] = piece_bits[piece]
             n += 1
     side = ht_get(HT, s | SIDE_NAN, k)
-    if side >= 0 and _used(o.outcome, t, u, nan_bits):
+    if side >= 0 and taken >> nan_bits & 1:
         roots[n] = side
         masks[n] = nan_bits
         n += 1
     side = ht_get(HT, s | SIDE_NULL, k)
-    if side >= 0 and _used(o.outcome, t, u, ZERO):
+    if side >= 0 and taken & 1:
         roots[n] = side
         masks[n] = 0
         n += 1
-    return U, n, stack
+    return n
 
 
 def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
@@ -204,14 +196,45 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
     def run_batch_ordered(
         store: NodeStore, batch: BatchInput, tables: DfaArrays, o: OrderedInput, work: Buffers
     ) -> Step:
-        E, U, HT, ctr = store.E, store.U, store.HT, store.ctr
-        classes, keys, key_valid, lows = batch.classes, batch.keys, batch.key_valid, batch.window_starts
-        offset, proj_mask, limit, consume = batch.offset, batch.projection_mask, batch.limit, batch.consume
-        ptr, src, label, dst, final = tables.ptr, tables.src, tables.label, tables.dst, tables.final
-        extends, label_masks = tables.extends, tables.label_masks
-        outcome, state_register = o.outcome, o.state_register
+        # One field per statement (see pycel.jit.runtime._all_loop).
+        E = store.E
+        U = store.U
+        HT = store.HT
+        ctr = store.ctr
+        classes = batch.classes
+        keys = batch.keys
+        key_valid = batch.key_valid
+        lows = batch.window_starts
+        offset = batch.offset
+        proj_mask = batch.projection_mask
+        limit = batch.limit
+        consume = batch.consume
+        ptr = tables.ptr
+        src = tables.src
+        label = tables.label
+        dst = tables.dst
+        final = tables.final
+        extends = tables.extends
+        label_masks = tables.label_masks
+        outcome = o.outcome
+        state_register = o.state_register
+        cptr = o.cptr
+        cond = o.cond
+        cond_op = o.cond_op
+        thr = o.thr
+        thr_kind = o.thr_kind
+        reg = o.reg
+        reg_kind = o.reg_kind
         n = classes.shape[0]
-        out_se, out_off, out_var, out_pos, path, stack_h, stack_d, seen, max_labels = work
+        out_se = work.se
+        out_off = work.offsets
+        out_var = work.var_ids
+        out_pos = work.positions
+        path = work.path
+        stack_h = work.stack_h
+        stack_d = work.stack_d
+        seen = work.seen
+        max_labels = work.max_labels
         new_x = np.empty(64, dtype=np.int64)
         new_d = np.empty(64, dtype=np.int64)
         roots = np.empty(MAX_PIECES, dtype=np.int64)
@@ -239,35 +262,47 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             if last_t == first:
                 continue
             moves = (last_t - first) * MAX_PIECES  # each transition fires once per piece at most
-            E, U = make_room(E, U, ctr, moves, window_lo)
+            # Room for everything this event makes, so that nothing moves while it is
+            # processed (the treap operations never grow an array). A treap's height is at
+            # most ctr[C_MAX_DEPTH] (D) when the event starts; a split copies at most D
+            # nodes, at most MAX_SPLITS of them per row; the i-th insertion at most D + i.
+            # make_room reserves room * (D + room + 1) heap nodes, which covers both.
+            room = moves + (last_t - first) * MAX_SPLITS
+            E, U = make_room(E, U, ctr, room, window_lo)
             if ctr[C_H_COUNT] + 2 * moves + 1 > HT.shape[1] // 2:
                 HT = ht_rebuild(HT, U, ctr, window_lo, 2 * moves + 1, LIVE_ONLY)
             if moves > new_x.shape[0]:
                 new_x = _grow(new_x, moves)
                 new_d = _grow(new_d, moves)
-            # (1) Fire transitions: read H (earlier positions only).
+            if ctr[C_MAX_DEPTH] + room + 1 > stack_h.shape[0]:
+                stack_h = _grow(stack_h, ctr[C_MAX_DEPTH] + room + 1)
+            # (1) Fire transitions: read H (earlier positions only). A state's rows (one
+            # per outcome and label) are together; its runs come as pieces, each a root whose
+            # runs take the rows of one outcome (one piece of outcome 0 where the state has no
+            # conditions; the start state's is the new run). One call site of the inlined
+            # _fire, not one per kind of state.
             fired: Int = 0
             t = first
             while t < last_t:
                 s = src[t]
-                if s == 0:
-                    fired = _fire(E, U, ctr, pos, label[t], dst[t], NO_NODE, lo, new_x, new_d, fired)
-                    t += 1
-                    continue
-                if state_register[s] < 0:
-                    h = ht_get(HT, s, k)
-                    if h >= 0:
-                        fired = _fire(E, U, ctr, pos, label[t], dst[t], h, lo, new_x, new_d, fired)
-                    t += 1
-                    continue
-                # A state with conditions: its rows (one per outcome and label) are together.
-                u = t
+                u = t + 1
                 while u < last_t and src[u] == s:
                     u += 1
-                U, count, stack_h = _pieces(
-                    U, ctr, HT, s, k, j, o, t, u, lo, pos, window_lo,
-                    roots, masks, values, piece_bits, stack_h,
-                )  # fmt: skip
+                count: Int = ZERO
+                if s == 0:
+                    roots[0] = NO_NODE
+                    masks[0] = 0
+                    count = ONE
+                elif state_register[s] < 0:
+                    roots[0] = ht_get(HT, s, k)
+                    masks[0] = 0
+                    if roots[0] >= 0:
+                        count = ONE
+                else:
+                    count = _pieces(
+                        U, ctr, HT, s, k, j, outcome, cptr, cond, cond_op, thr, thr_kind, t, u, lo, pos,
+                        ht_get(HT, s, k), roots, masks, values, piece_bits, stack_h,
+                    )  # fmt: skip
                 for p in range(count):
                     for r in range(t, u):
                         if outcome[r] == masks[p]:
@@ -289,27 +324,30 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
                 if emitted > 0 and consume != 0:
                     record_barrier(HT, ctr, consume, k, pos)
                     continue
-            # (3) Index the new nodes by (state, key): ordered by register where the state
-            # has conditions.
+            # (3) Index the new nodes by (state, key), each in a treap: ordered by register
+            # where the state has conditions; elsewhere (no conditions, or a NaN or null
+            # register) by node id, i.e. by creation. Only treaps: the loop compiles no heap
+            # insertion (about a second of a cold first query) for the states no event
+            # splits, and an insertion at the treap's newest end copies its right spine,
+            # ln n nodes expected, where a heap insertion copies log2 n.
             for f in range(fired):
                 d = new_d[f]
                 if not extends[d]:
                     continue
                 x = new_x[f]
-                reg = state_register[d]
+                r_row = state_register[d]
                 state = d
-                if reg >= 0:
-                    kind = o.reg_kind[reg, j]
+                order_key = x
+                if r_row >= 0:
+                    kind = reg_kind[r_row, j]
                     if kind == NUMBER:
-                        root = ht_get(HT, d, k)
-                        x_ms = E[E_MS, x & (E.shape[1] - 1)]
-                        U, root, stack_h = treap_insert(
-                            U, ctr, root, x, o.reg[reg, j], x_ms, lo, pos, window_lo, stack_h
-                        )
-                        ht_put(HT, ctr, d, k, root)
-                        continue
-                    state = d | (SIDE_NAN if kind == NAN else SIDE_NULL)
-                U, root = _insert(U, E, ctr, ht_get(HT, state, k), x, lo, pos, window_lo)
+                        order_key = reg[r_row, j]
+                    elif kind == NAN:
+                        state = d | SIDE_NAN
+                    else:
+                        state = d | SIDE_NULL
+                x_ms = E[E_MS, x & (E.shape[1] - 1)]
+                root = treap_insert(U, ctr, ht_get(HT, state, k), x, order_key, x_ms, lo, pos, stack_h)
                 ht_put(HT, ctr, state, k, root)
         out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
         return Step(NodeStore(E, U, HT, ctr), out)
@@ -319,6 +357,11 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
 
 OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers], Step]
 _LOOPS: dict[tuple[bool, bool], OrderedLoop] = {}
+
+
+def loop_variants() -> dict[tuple[bool, bool], OrderedLoop]:
+    """The ordered loop variants made so far, by (consuming, distinct)."""
+    return dict(_LOOPS)
 
 
 def run_batch_ordered(store: NodeStore, batch: BatchInput, tables: DfaArrays, ordered: OrderedInput) -> Step:

@@ -5,8 +5,9 @@ A treap node lives in ``U`` like a heap node, with two more rows: ``U_KEY`` (its
 register, as an ordered int64 key) and ``U_CMS`` (its content's max-start). ``U_MS`` holds
 the largest max-start of its subtree, so the enumerator prunes subtrees outside the window
 as it does heaps; ``U_BIT`` holds ``TREAP + priority`` (a hash of the content, so a copy
-keeps it), which marks the node: its own content may have left the window while a child
-has not, so the enumerator checks ``U_CMS`` before it reads the content.
+keeps it) plus the subtree's height times 2^32, which marks the node: its own content may
+have left the window while a child has not, so the enumerator checks ``U_CMS`` before it
+reads the content.
 
 Both operations copy the nodes on their path (older roots stay valid: runs that already
 took a subtree keep it) and drop subtrees whose max-start fell below ``lo``:
@@ -14,33 +15,37 @@ took a subtree keep it) and drop subtrees whose max-start fell below ``lo``:
 * :func:`treap_insert` adds a content, O(log n) expected;
 * :func:`treap_split` cuts a root into the runs with key < v (or ≤ v) and the rest, O(log n)
   new nodes: an event takes the runs on one side of its value as one root.
+
+Neither grows the arena nor the stack: each copies nodes of one root-to-leaf path, at
+most the root's height, and ``ctr[C_MAX_DEPTH]`` holds the greatest height an insertion
+has given a root, so the loop makes room once per event (a split makes nothing taller;
+each insertion, one level at most). Growth, which replaces the arrays, stays in the loop:
+these functions return ids only, and Numba compiles no reference counting of replaced
+arrays and no growth path into them.
+
+Example::
+
+    root = treap_insert(U, ctr, root, x, key, x_ms, lo, pos, stack)
+    left, right = treap_split(U, ctr, root, v, AT_MOST, lo, pos, stack, ZERO)
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from .arrays import Int, Ints, Truth
-from .enumerate import TREAP, U_CMS, _grow
+from .enumerate import TREAP, U_CMS
 from .inner import inner
-from .store import (
-    C_MAX_DEPTH,
-    C_U_NEXT,
-    U_BIT,
-    U_CONTENT,
-    U_CREATED,
-    U_CREATED_ROW,
-    U_LEFT,
-    U_MS,
-    U_RIGHT,
-    ensure_room,
-    has_room,
-    live,
-)
+from .store import C_MAX_DEPTH, C_U_NEXT, U_BIT, U_CONTENT, U_CREATED, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
 U_KEY = 6
-#: One node, as an int64 (a literal 1 would give ensure_room a signature of its own).
+#: One, as an int64 (a literal 1 where an int64 starts would give a callee a signature of
+#: its own while Numba infers the types).
 ONE = np.int64(1)
+#: ``U_BIT`` of a treap node: ``TREAP + priority`` in the low 32 bits, the height above.
+HEIGHT_SHIFT = 32
+LOW_BITS = (1 << HEIGHT_SHIFT) - 1
 #: Rows of a heap arena that also holds treap nodes.
 TREAP_ROWS = 8
 #: treap_split's ``or_equal`` as numpy bools (a literal would give it one signature each).
@@ -48,7 +53,7 @@ BELOW = np.bool_(False)
 AT_MOST = np.bool_(True)
 
 
-@inner
+@njit(cache=True, inline="always")
 def _priority(content: Int) -> Int:
     """A pseudo-random priority from the content's id (splitmix64's finalizer, 62 bits)."""
     h = content & 0x3FFFFFFFFFFFFFFF
@@ -65,52 +70,58 @@ def _alive(U: Ints, ctr: Ints, node: Int, lo: Int) -> Truth:
     return alive
 
 
-@inner
-def _new(U: Ints, ctr: Ints, pos: Int, window_lo: Int) -> tuple[Ints, Int]:
-    """(U, a new node id created at ``pos``): the arena grows rather than overwrite a node
-    created inside the window."""
-    if not has_room(U, ctr[C_U_NEXT], ONE, U_CREATED, window_lo):
-        U = ensure_room(U, ctr[C_U_NEXT], ONE, U_CREATED_ROW, window_lo)
+@njit(cache=True, inline="always")
+def _new(U: Ints, ctr: Ints, pos: Int) -> Int:
+    """A new node id created at ``pos`` (the caller made room: :func:`treap_room`)."""
     new: Int = ctr[C_U_NEXT]
     ctr[C_U_NEXT] += 1
     U[U_CREATED, new & (U.shape[1] - 1)] = pos
-    return U, new
+    return new
 
 
-@inner
-def _copy(U: Ints, ctr: Ints, node: Int, pos: Int, window_lo: Int) -> tuple[Ints, Int]:
-    U, new = _new(U, ctr, pos, window_lo)
+@njit(cache=True, inline="always")
+def _copy(U: Ints, ctr: Ints, node: Int, pos: Int) -> Int:
+    new = _new(U, ctr, pos)
     a, b = node & (U.shape[1] - 1), new & (U.shape[1] - 1)
     for r in range(U.shape[0]):
         if r != U_CREATED:
             U[r, b] = U[r, a]
-    return U, new
+    return new
+
+
+@njit(cache=True, inline="always")
+def _height(U: Ints, node: Int) -> Int:
+    h: Int = U[U_BIT, node & (U.shape[1] - 1)] >> HEIGHT_SHIFT
+    return h
 
 
 @inner
 def _fix_max(U: Ints, ctr: Ints, node: Int, lo: Int) -> None:
-    """U_MS of ``node`` from its content and children (children outside the window or
-    no longer live are cut off)."""
+    """U_MS and the height of ``node`` from its content and children (children outside
+    the window or no longer live are cut off)."""
     mask = U.shape[1] - 1
     s = node & mask
     best = U[U_CMS, s]
+    height: Int = ZERO
     for row in (U_LEFT, U_RIGHT):
         child = U[row, s]
         if child >= 0 and _alive(U, ctr, child, lo):
             best = max(best, U[U_MS, child & mask])
+            height = max(height, _height(U, child))
         else:
             U[row, s] = -1
     U[U_MS, s] = best
+    U[U_BIT, s] = (U[U_BIT, s] & LOW_BITS) + ((height + 1) << HEIGHT_SHIFT)
 
 
 @inner
 def treap_split(
-    U: Ints, ctr: Ints, root: Int, v: Int, or_equal: Truth, lo: Int, pos: Int, window_lo: Int,
-    stack: Ints, base: Int,
-) -> tuple[Ints, Int, Int, Ints]:  # fmt: skip
-    """(U, runs of ``root`` with key < v — ≤ v if ``or_equal`` —, the others, stack): two
-    new roots (-1: empty); ``root`` is unchanged. The copies are noted in ``stack`` from
-    ``base`` on."""
+    U: Ints, ctr: Ints, root: Int, v: Int, or_equal: Truth, lo: Int, pos: Int, stack: Ints, base: Int
+) -> tuple[Int, Int]:
+    """(runs of ``root`` with key < v — ≤ v if ``or_equal`` —, the others): two new roots
+    (-1: empty); ``root`` is unchanged. The copies are noted in ``stack`` from ``base`` on
+    (``U`` and ``stack`` have room for the root's height more)."""
+    mask = U.shape[1] - 1
     left_root: Int = -1
     right_root: Int = -1
     left_hook: Int = -1
@@ -118,11 +129,8 @@ def treap_split(
     top = base
     cur = root
     while cur >= 0 and _alive(U, ctr, cur, lo):
-        U, copy = _copy(U, ctr, cur, pos, window_lo)
-        mask = U.shape[1] - 1
+        copy = _copy(U, ctr, cur, pos)
         cs = copy & mask
-        if top + 1 > stack.shape[0]:
-            stack = _grow(stack, top + 1)
         stack[top] = copy
         top += 1
         key = U[U_KEY, cs]
@@ -145,18 +153,16 @@ def treap_split(
     # Deeper copies were made later: fix the maxima from the bottom up.
     for k in range(top - 1, base - 1, -1):
         _fix_max(U, ctr, stack[k], lo)
-    if top > ctr[C_MAX_DEPTH]:
-        ctr[C_MAX_DEPTH] = top
-    return U, left_root, right_root, stack
+    return left_root, right_root
 
 
-@inner
+@njit(cache=True, inline="always")
 def treap_insert(
-    U: Ints, ctr: Ints, root: Int, x: Int, key: Int, x_ms: Int, lo: Int, pos: Int, window_lo: Int,
-    stack: Ints,
-) -> tuple[Ints, Int, Ints]:  # fmt: skip
-    """(U, a new root for {x} ∪ root, stack), x an extend node with register ``key`` and
-    max-start ``x_ms``."""
+    U: Ints, ctr: Ints, root: Int, x: Int, key: Int, x_ms: Int, lo: Int, pos: Int, stack: Ints
+) -> Int:
+    """A new root for {x} ∪ root, x an extend node with register ``key`` and max-start
+    ``x_ms`` (``U`` and ``stack`` have room for the root's height plus one more); the
+    new root's height is noted in ``ctr[C_MAX_DEPTH]`` if it is the greatest yet."""
     mask = U.shape[1] - 1
     prio = _priority(x)
     new_root: Int = -1
@@ -167,14 +173,10 @@ def treap_insert(
     # Down the path while the nodes outrank x (priority, then content id).
     while cur >= 0 and _alive(U, ctr, cur, lo):
         us = cur & mask
-        p = U[U_BIT, us] - TREAP
+        p = (U[U_BIT, us] & LOW_BITS) - TREAP
         if p < prio or (p == prio and U[U_CONTENT, us] < x):
             break
-        U, copy = _copy(U, ctr, cur, pos, window_lo)
-        mask = U.shape[1] - 1
-        us = cur & mask
-        if top + 1 > stack.shape[0]:
-            stack = _grow(stack, top + 1)
+        copy = _copy(U, ctr, cur, pos)
         stack[top] = copy
         top += 1
         if hook < 0:
@@ -187,9 +189,8 @@ def treap_insert(
     if cur >= 0 and not _alive(U, ctr, cur, lo):
         cur = -1
     below = top
-    U, left, right, stack = treap_split(U, ctr, cur, key, BELOW, lo, pos, window_lo, stack, below)
-    U, node = _new(U, ctr, pos, window_lo)
-    mask = U.shape[1] - 1
+    left, right = treap_split(U, ctr, cur, key, BELOW, lo, pos, stack, below)
+    node = _new(U, ctr, pos)
     ns = node & mask
     U[U_CONTENT, ns] = x
     U[U_LEFT, ns] = left
@@ -204,6 +205,7 @@ def treap_insert(
         U[hook_row, hook & mask] = node
     for k in range(below - 1, -1, -1):
         _fix_max(U, ctr, stack[k], lo)
-    if below + 1 > ctr[C_MAX_DEPTH]:
-        ctr[C_MAX_DEPTH] = below + 1
-    return U, new_root, stack
+    height = _height(U, new_root)
+    if height > ctr[C_MAX_DEPTH]:
+        ctr[C_MAX_DEPTH] = height
+    return new_root
