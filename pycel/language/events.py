@@ -201,9 +201,14 @@ class Event(metaclass=EventMeta):
 
     # -- one-occurrence patterns (see dsl.Pattern for what each does) ----------------------
     @classmethod
-    def where(cls, predicate: Expr[bool]) -> Pattern:
-        """This event type, kept when ``predicate`` holds: ``Buy.where(Buy.price > 10)``."""
-        return as_pattern(cls).where(predicate)
+    def where(cls, predicate: Expr[bool], *, post_filter: bool = False) -> Pattern:
+        """This event type, kept when ``predicate`` holds: ``Buy.where(Buy.price > 10)``.
+
+        ``post_filter=True`` checks ``predicate`` on complete matches instead of on each
+        event as it arrives, as in ``pattern.where`` (see docs/postfilter.md):
+        ``Buy.where(Buy.price > 10, post_filter=True)``.
+        """
+        return as_pattern(cls).where(predicate, post_filter=post_filter)
 
     filter = where
 
