@@ -23,6 +23,8 @@ from typing import IO
 import attrs
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from pycel.data.matches import Matches
 
@@ -31,10 +33,6 @@ FORMATS = ("text", "jsonl", "csv")
 
 def _key(var: str) -> str:
     return f"var.{var}" if var in ("start", "end") else var
-
-
-#: 10, 100, …, 10**18: the number of decimal digits of v >= 0 is 1 + (how many are <= v).
-_POWERS = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 @attrs.frozen
@@ -62,93 +60,105 @@ def _spelling(fmt: str, variables: Sequence[str]) -> _Spelling:
 
 
 def render(matches: Matches, fmt: str, variables: Sequence[str]) -> str:
-    """The lines of ``matches`` in format ``fmt``, built with array operations: no Python
-    step per match (the output of a dense query has millions of them).
+    """The lines of ``matches`` in format ``fmt``, built with column operations (numpy and
+    pyarrow compute): no Python step per match or per position (the output of a dense
+    query has millions of them).
 
-    Each match's entries are sorted by output variable and position (the engine stores
-    them in enumeration order) and repeats are dropped. Then the text is laid out as a
-    sequence of pieces — fixed texts and non-negative integers — whose lengths give every
-    piece's byte offset in one buffer; fixed texts are copied byte by byte and integers
-    digit by digit, each as one vectorized step over all the pieces of that kind.
+    Each output variable's positions per match are sorted, without repeats (the engine
+    stores them in enumeration order), cast to decimal text and joined into one cell per
+    match; each line is then the element-wise concatenation of the format's fixed texts,
+    the start, the end and the cells.
+
+    Example::
+
+        render(matches, "csv", ["s", "b"])   # "0,3,0,2 3\n…"
     """
-    m, c = len(matches), len(variables)
-    if not m:
+    if not len(matches):
         return ""
-    slot, pos = _entries(matches, variables)
     spell = _spelling(fmt, variables)
-    # Fixed texts by id: 0 is empty; ids 6 + col and 6 + c + col open a variable column.
-    texts = ["", *spell.head, spell.sep, spell.tail, *spell.bound, *spell.unbound]
-    per_slot = np.bincount(slot, minlength=m * c)
-    before = np.cumsum(per_slot) - per_slot  # entries before each slot
-    # Pieces per match: 5 for the head, one opener per column, 2 per entry (position and
-    # separator), the tail.
-    per_match = per_slot.reshape(m, c).sum(axis=1) if c else np.zeros(m, dtype=np.int64)
-    length = 6 + c + 2 * per_match
-    at = np.cumsum(length) - length
-    kind = np.zeros(int(length.sum()), dtype=np.int64)  # >= 0: a fixed text; -1: a number
-    value = np.zeros(len(kind), dtype=np.int64)
-    kind[at], kind[at + 2], kind[at + 4], kind[at + length - 1] = 1, 2, 3, 5
-    kind[at + 1] = kind[at + 3] = -1
-    value[at + 1], value[at + 3] = matches.starts, matches.ends
-    if c:
-        col = np.arange(m * c, dtype=np.int64) % c
-        opener = np.repeat(at, c) + 5 + col + 2 * (before - np.repeat(before[::c], c))
-        kind[opener] = np.where(per_slot > 0, 6 + col, 6 + c + col)
-        number = opener[slot] + 1 + 2 * (np.arange(len(slot)) - before[slot])
-        kind[number], value[number] = -1, pos
-        last = np.ones(len(slot), dtype=np.bool_)
-        last[:-1] = slot[1:] != slot[:-1]
-        kind[number + 1] = np.where(last, 0, 4)
-    return _lay_out(kind, value, [t.encode() for t in texts]).decode()
+    names = list(dict.fromkeys(variables))  # a variable SELECTed twice is written twice
+    cells = _cells(matches, names, spell.sep)
+    parts: list[pa.Scalar | pa.Array] = [
+        _text(spell.head[0]), _decimal(matches.starts), _text(spell.head[1]), _decimal(matches.ends),
+        _text(spell.head[2]),
+    ]  # fmt: skip
+    for var, bound, unbound in zip(variables, spell.bound, spell.unbound, strict=True):
+        joined, is_bound = cells[names.index(var)]
+        opener = _text(bound) if bound == unbound else pc.if_else(is_bound, _text(bound), _text(unbound))
+        parts += [opener, joined]
+    parts.append(_text(spell.tail))
+    # An unbound variable's cell is null: written as an empty text.
+    lines = pc.binary_join_element_wise(
+        *_merge_texts(parts), _text(""), null_handling="replace", null_replacement=""
+    )
+    # The lines are stored back to back in one buffer: that buffer is the output.
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64, count=len(lines) + 1, offset=8 * lines.offset)
+    data = lines.buffers()[2]
+    return str(memoryview(data)[int(offsets[0]) : int(offsets[-1])], "utf-8")
 
 
-def _entries(
-    matches: Matches, variables: Sequence[str]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(slot, position) of every entry written, sorted, without repeats; an entry's slot
-    is ``match * len(variables) + column``. Variables not written are dropped."""
-    c = len(variables)
-    column = {v: k for k, v in enumerate(variables)}
+def _text(text: str) -> pa.Scalar:
+    return pa.scalar(text, pa.large_string())
+
+
+def _decimal(values: npt.NDArray[np.int64]) -> pa.Array:
+    return pc.cast(pa.array(values), pa.large_string())
+
+
+def _merge_texts(parts: list[pa.Scalar | pa.Array]) -> list[pa.Scalar | pa.Array]:
+    """``parts`` with each run of adjacent fixed texts made one (fewer pieces per line)."""
+    merged: list[pa.Scalar | pa.Array] = []
+    for part in parts:
+        if merged and isinstance(part, pa.Scalar) and isinstance(merged[-1], pa.Scalar):
+            merged[-1] = _text(merged[-1].as_py() + part.as_py())
+        else:
+            merged.append(part)
+    return merged
+
+
+def _cells(matches: Matches, names: Sequence[str], sep: str) -> list[tuple[pa.Array, pa.Array]]:
+    """Per variable of ``names``: its positions in each match, sorted, without repeats, in
+    decimal and joined by ``sep`` (empty or null when unbound), and whether it is bound.
+
+    The entries are grouped by (variable, match): each variable's cells are then one
+    contiguous slice of a single array over all (variable, match) cells."""
+    m, c = len(matches), len(names)
+    column = {v: k for k, v in enumerate(names)}
     col_of = np.array([column.get(v, -1) for v in matches.variables] + [-1], dtype=np.int64)
-    owner = np.repeat(np.arange(len(matches), dtype=np.int64), np.diff(matches.offsets))
+    owner = np.repeat(np.arange(m, dtype=np.int64), np.diff(matches.offsets))
     cols = col_of[matches.var_ids]
     kept = cols >= 0
-    slot, pos = owner[kept] * c + cols[kept], matches.positions[kept]
-    if len(pos):
-        low = int(pos.min())
-        span = int(pos.max()) - low + 1
-        if len(matches) * max(c, 1) * span < 2**62:  # one int64 key: a faster sort
-            order = np.argsort(slot * span + (pos - low), kind="stable")
-        else:
-            order = np.lexsort((pos, slot))
-        slot, pos = slot[order], pos[order]
-    fresh = np.ones(len(slot), dtype=np.bool_)
-    fresh[1:] = (slot[1:] != slot[:-1]) | (pos[1:] != pos[:-1])
-    return slot[fresh], pos[fresh]
+    group, pos = cols[kept] * m + owner[kept], matches.positions[kept]
+    counts = np.bincount(group, minlength=m * c)
+    if len(group) and int(counts.max()) > 1:  # a variable bound to several events: sort
+        group, pos = _sorted_without_repeats(group, pos)
+        counts = np.bincount(group, minlength=m * c)
+        bounds = np.zeros(m * c + 1, dtype=np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        lists = pa.LargeListArray.from_arrays(pa.array(bounds), _decimal(pos))
+        joined = pc.binary_join(lists, _text(sep))
+    else:  # at most one position per cell: the cell's text is that position
+        grid = np.zeros(m * c, dtype=np.int64)
+        grid[group] = pos
+        joined = pc.cast(pa.array(grid, mask=counts == 0), pa.large_string())
+    bound = pa.array(counts > 0)
+    return [(joined.slice(k * m, m), bound.slice(k * m, m)) for k in range(c)]
 
 
-def _lay_out(kind: npt.NDArray[np.int64], value: npt.NDArray[np.int64], texts: list[bytes]) -> bytes:
-    """The bytes of the pieces in order: ``texts[kind]``, or ``value`` in decimal where
-    ``kind`` is -1 (values are non-negative)."""
-    numbers = kind < 0
-    width = np.zeros(len(kind), dtype=np.int64)
-    width[numbers] = 1 + np.searchsorted(_POWERS, value[numbers], side="right")
-    sizes = np.array([len(t) for t in texts], dtype=np.int64)
-    width[~numbers] = sizes[kind[~numbers]]
-    start = np.cumsum(width) - width
-    out = np.empty(int(width.sum()), dtype=np.uint8)
-    for k, text in enumerate(texts):
-        if not text:
-            continue
-        where = start[kind == k]
-        for j, byte in enumerate(text):
-            out[where + j] = byte
-    digits, ends, numbers_left = value[numbers], (start + width)[numbers] - 1, width[numbers]
-    while len(digits):  # the last digit of every number, then the one before, …
-        out[ends] = 48 + digits % 10
-        more = numbers_left > 1
-        digits, ends, numbers_left = digits[more] // 10, ends[more] - 1, numbers_left[more] - 1
-    return out.tobytes()
+def _sorted_without_repeats(
+    group: npt.NDArray[np.int64], pos: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The entries (group, position) sorted by group, then position, without repeats."""
+    low = int(pos.min())
+    span = int(pos.max()) - low + 1
+    if (int(group.max()) + 1) * span < 2**62:  # one int64 key: a faster sort
+        order = np.argsort(group * span + (pos - low), kind="stable")
+    else:
+        order = np.lexsort((pos, group))
+    group, pos = group[order], pos[order]
+    fresh = np.ones(len(group), dtype=np.bool_)
+    fresh[1:] = (group[1:] != group[:-1]) | (pos[1:] != pos[:-1])
+    return group[fresh], pos[fresh]
 
 
 class OutputError(Exception):
