@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints
+from .choose import choose_last
 from .enumerate import (
     _enumerate,
     _enumerate_distinct,
@@ -179,12 +180,15 @@ def _fire(
     return fired + 1
 
 
-def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool) -> Loop:
+def _all_loop(
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool
+) -> Loop:
     """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
     fresh heaps), consumption, the projection's duplicate check (``distinct``), absence
     (``blocking``: events that block waiting runs, :func:`block_runs`), the post-filters'
     pruning during enumeration (``pruning``: ``res`` holds their programs,
-    :mod:`pycel.jit.residual`).
+    :mod:`pycel.jit.residual`), LAST with a window (``last``: an end writes only the
+    outputs LAST keeps among those that fit the window, :mod:`pycel.jit.choose`).
 
     Each flag is a closure constant: Numba removes the branches it disables before typing
     the function, so their code (and the helpers only they call) is compiled only for a
@@ -243,6 +247,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool,
         max_labels = work.max_labels
         new_x = np.empty(64, dtype=np.int64)
         new_d = np.empty(64, dtype=np.int64)
+        finals = np.empty(64, dtype=np.int64)
         # int64 from the start (ZERO, not 0): they reach _enumerate, which would otherwise
         # also be compiled for the literal 0 while Numba infers their types.
         n_out = ZERO
@@ -288,6 +293,7 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool,
             if moves > new_x.shape[0]:
                 new_x = _grow(new_x, moves)
                 new_d = _grow(new_d, moves)
+                finals = _grow(finals, moves)
             umask = U.shape[1] - 1
             # (1) Fire transitions: read H (earlier positions only).
             fired: Int = 0
@@ -311,7 +317,20 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool,
             # (2) Enumerate the matches ending here.
             emitted = ZERO
             first = n_out
-            for f in range(fired):
+            fired_finals = fired
+            if last:  # LAST with a window: the end's best outputs only, from all its finals
+                n_finals = 0
+                for f in range(fired):
+                    if final[new_d[f]]:
+                        finals[n_finals] = new_x[f]
+                        n_finals += 1
+                if n_finals > 0:
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_last(
+                        finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
+                    )
+                fired_finals = 0  # nothing more to enumerate below
+            for f in range(fired_finals):
                 if final[new_d[f]] and emitted < budget_all:
                     if pruning:
                         (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
@@ -364,35 +383,40 @@ def _all_loop(contiguous: bool, consuming: bool, distinct: bool, blocking: bool,
 
 #: A compiled per-event loop over the determinized automaton.
 Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers, Residual], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool, bool], Loop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool], Loop] = {}
 #: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
 _NO_RESIDUAL = empty_residual()
 
 
-def _loop_for(contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool) -> Loop:
+def _loop_for(
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool
+) -> Loop:
     """The ALL loop variant for these paths, made at its first use (compiled or loaded
     from the cache at its first call)."""
-    key = (contiguous, consuming, distinct, blocking, pruning)
+    key = (contiguous, consuming, distinct, blocking, pruning, last)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _all_loop(*key)
     return loop
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool], Loop]:
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool], Loop]:
     """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking,
-    pruning)."""
+    pruning, last)."""
     return dict(_LOOPS)
 
 
-def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Residual | None = None) -> Step:
+def run_batch(
+    store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Residual | None = None, last: bool = False
+) -> Step:
     """Process one batch under ALL; return the (possibly grown) store and the matches.
 
     Runs the compiled variant of the loop that has exactly the paths this batch uses
     (see :func:`_all_loop`): contiguity if ``tables.contiguous``, consumption if
     ``batch.consume``, the duplicate check if the projection drops a bound variable,
     blocking once some class of the data blocks runs (an absence's event has arrived),
-    pruning by the post-filters' programs ``res`` if given (:mod:`pycel.jit.residual`).
+    pruning by the post-filters' programs ``res`` if given (:mod:`pycel.jit.residual`),
+    LAST's choice at each end if ``last`` (:mod:`pycel.jit.choose`; with a window).
 
     Example::
 
@@ -400,7 +424,7 @@ def run_batch(store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Resid
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
     blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
-    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None)
+    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None, last)
     work = new_buffers(tables.label_masks, distinct)
     return loop(store, batch, tables, work, _NO_RESIDUAL if res is None else res)
 

@@ -116,6 +116,8 @@ class SequentialRunner:
     """ALL/ANY/STRICT: one run per valuation, all of them kept (see the module docstring)."""
 
     looks_before_window = False
+    #: Set by the windowed runner: each end writes only LAST's outputs (pycel.jit.choose).
+    choose_last = False
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -144,7 +146,7 @@ class SequentialRunner:
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
             step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch))
         else:
-            step = run_batch(*inputs, batch.residual)
+            step = run_batch(*inputs, batch.residual, self.choose_last)
         self.store.keep(step.store)
         return RawMatches.of(step.out)
 

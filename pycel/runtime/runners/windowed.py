@@ -43,6 +43,7 @@ class WindowedRunner:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.inner = SequentialRunner(plan)
+        self.inner.choose_last = _chooses_in_loop(plan)
         self.refused: str | None = None  # set once an end had too many matches to compare
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
@@ -50,6 +51,11 @@ class WindowedRunner:
             raise UnsupportedError(self.refused)
         variables = self.plan.variables
         every = (1 << len(variables)) - 1
+        if self.inner.choose_last:  # the loop writes only LAST's outputs (pycel.jit.choose)
+            raw = self.inner.advance(attrs.evolve(batch, projection_mask=every, limit=-1))
+            m = Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables)
+            m = choose(None, m, batch.projection_mask, batch.limit)
+            return RawMatches(m.starts, m.ends, m.offsets, m.var_ids, m.positions)
         # Enumerate at most one match more than the choice may compare per end, a slice of
         # the batch at a time: the work before a refusal stays bounded, and an end that
         # reaches the bound is refused, never cut short.
@@ -84,6 +90,7 @@ class WindowedRunner:
         runner = cls.__new__(cls)
         runner.plan = plan
         runner.inner = SequentialRunner.load(plan, r, x)
+        runner.inner.choose_last = _chooses_in_loop(plan)
         runner.refused = None
         return runner
 
@@ -91,16 +98,25 @@ class WindowedRunner:
         return self.inner.stats(window_start)
 
 
-def choose(strategy: str, m: Matches, projection_mask: int, limit: int) -> Matches:
+def _chooses_in_loop(plan: Plan) -> bool:
+    """Whether the loop itself keeps only LAST's outputs (:mod:`pycel.jit.choose`): LAST
+    without post-filters (the strategy must compare the outputs that pass them) and
+    without comparisons on the automaton (their loop has no chooser)."""
+    return plan.strategy == "last" and plan.post_filters is None and not plan.nfa.conditions
+
+
+def choose(strategy: str | None, m: Matches, projection_mask: int, limit: int) -> Matches:
     """The outputs of ``m`` (over every variable, by end) that ``strategy`` keeps among
-    those with the same end, projected onto ``projection_mask`` and limited per end.
+    those with the same end (None: all of them, already chosen), projected onto
+    ``projection_mask`` and limited per end.
 
     Example: ``choose("last", outputs, plan.projection_mask, plan.limit)``
     """
     # The loop writes an end's matches together, ends increasing: the choice reads one
     # end at a time.
     assert np.all(m.ends[1:] >= m.ends[:-1]), "the loop's matches are not by end"
-    m = take(m, strategy_mask(m.ends, m.offsets, m.positions, STRATEGY_CODES[strategy]))
+    if strategy is not None:
+        m = take(m, strategy_mask(m.ends, m.offsets, m.positions, STRATEGY_CODES[strategy]))
     if projection_mask != (1 << len(m.variables)) - 1:
         m = project(m, projection_mask)
         m = take(m, unique_matches(m.starts, m.ends, m.offsets, m.var_ids, m.positions))
