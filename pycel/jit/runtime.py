@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints
-from .choose import choose_last
+from .choose import choose_last, choose_next, gather_finals
 from .enumerate import (
     _enumerate,
     _enumerate_distinct,
@@ -181,14 +181,15 @@ def _fire(
 
 
 def _all_loop(
-    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
 ) -> Loop:
     """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
     fresh heaps), consumption, the projection's duplicate check (``distinct``), absence
     (``blocking``: events that block waiting runs, :func:`block_runs`), the post-filters'
     pruning during enumeration (``pruning``: ``res`` holds their programs,
-    :mod:`pycel.jit.residual`), LAST with a window (``last``: an end writes only the
-    outputs LAST keeps among those that fit the window, :mod:`pycel.jit.choose`).
+    :mod:`pycel.jit.residual`), LAST or NEXT with a window (``last``, ``next_``: an end
+    writes only the outputs the strategy keeps among those that fit the window,
+    :mod:`pycel.jit.choose`).
 
     Each flag is a closure constant: Numba removes the branches it disables before typing
     the function, so their code (and the helpers only they call) is compiled only for a
@@ -318,18 +319,24 @@ def _all_loop(
             emitted = ZERO
             first = n_out
             fired_finals = fired
-            if last:  # LAST with a window: the end's best outputs only, from all its finals
-                n_finals = 0
-                for f in range(fired):
-                    if final[new_d[f]]:
-                        finals[n_finals] = new_x[f]
-                        n_finals += 1
+            # LAST/NEXT with a window: the end's chosen outputs only, from all its finals
+            # (nothing more to enumerate below).
+            if last:
+                n_finals = gather_finals(new_x, new_d, final, fired, finals)
                 if n_finals > 0:
                     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_last(
                         finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
                         out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
-                fired_finals = 0  # nothing more to enumerate below
+                fired_finals = 0
+            if next_:
+                n_finals = gather_finals(new_x, new_d, final, fired, finals)
+                if n_finals > 0:
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_next(
+                        finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
+                    )
+                fired_finals = 0
             for f in range(fired_finals):
                 if final[new_d[f]] and emitted < budget_all:
                     if pruning:
@@ -383,31 +390,31 @@ def _all_loop(
 
 #: A compiled per-event loop over the determinized automaton.
 Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers, Residual], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool], Loop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool, bool], Loop] = {}
 #: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
 _NO_RESIDUAL = empty_residual()
 
 
 def _loop_for(
-    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
 ) -> Loop:
     """The ALL loop variant for these paths, made at its first use (compiled or loaded
     from the cache at its first call)."""
-    key = (contiguous, consuming, distinct, blocking, pruning, last)
+    key = (contiguous, consuming, distinct, blocking, pruning, last, next_)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _all_loop(*key)
     return loop
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool], Loop]:
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool, bool], Loop]:
     """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking,
-    pruning, last)."""
+    pruning, last, next_)."""
     return dict(_LOOPS)
 
 
 def run_batch(
-    store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Residual | None = None, last: bool = False
+    store: NodeStore, batch: BatchInput, tables: DfaArrays, res: Residual | None = None, choose: str = ""
 ) -> Step:
     """Process one batch under ALL; return the (possibly grown) store and the matches.
 
@@ -416,7 +423,8 @@ def run_batch(
     ``batch.consume``, the duplicate check if the projection drops a bound variable,
     blocking once some class of the data blocks runs (an absence's event has arrived),
     pruning by the post-filters' programs ``res`` if given (:mod:`pycel.jit.residual`),
-    LAST's choice at each end if ``last`` (:mod:`pycel.jit.choose`; with a window).
+    the strategy's choice at each end if ``choose`` is "last" or "next"
+    (:mod:`pycel.jit.choose`; with a window).
 
     Example::
 
@@ -424,7 +432,8 @@ def run_batch(
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
     blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
-    loop = _loop_for(bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None, last)
+    paths = (bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None)
+    loop = _loop_for(*paths, choose == "last", choose == "next")
     work = new_buffers(tables.label_masks, distinct)
     return loop(store, batch, tables, work, _NO_RESIDUAL if res is None else res)
 

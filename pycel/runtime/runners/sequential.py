@@ -116,8 +116,9 @@ class SequentialRunner:
     """ALL/ANY/STRICT: one run per valuation, all of them kept (see the module docstring)."""
 
     looks_before_window = False
-    #: Set by the windowed runner: each end writes only LAST's outputs (pycel.jit.choose).
-    choose_last = False
+    #: Set by the windowed runner: each end writes only the outputs this strategy ("last"
+    #: or "next") keeps among those that fit the window (pycel.jit.choose); "": all.
+    choose = ""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -146,7 +147,7 @@ class SequentialRunner:
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
             step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch))
         else:
-            step = run_batch(*inputs, batch.residual, self.choose_last)
+            step = run_batch(*inputs, batch.residual, self.choose)
         self.store.keep(step.store)
         return RawMatches.of(step.out)
 

@@ -43,7 +43,7 @@ class WindowedRunner:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.inner = SequentialRunner(plan)
-        self.inner.choose_last = _chooses_in_loop(plan)
+        self.inner.choose = _chosen_in_loop(plan)
         self.refused: str | None = None  # set once an end had too many matches to compare
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
@@ -51,7 +51,7 @@ class WindowedRunner:
             raise UnsupportedError(self.refused)
         variables = self.plan.variables
         every = (1 << len(variables)) - 1
-        if self.inner.choose_last:  # the loop writes only LAST's outputs (pycel.jit.choose)
+        if self.inner.choose:  # the loop writes only the chosen outputs (pycel.jit.choose)
             raw = self.inner.advance(attrs.evolve(batch, projection_mask=every, limit=-1))
             m = Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables)
             m = choose(None, m, batch.projection_mask, batch.limit)
@@ -90,7 +90,7 @@ class WindowedRunner:
         runner = cls.__new__(cls)
         runner.plan = plan
         runner.inner = SequentialRunner.load(plan, r, x)
-        runner.inner.choose_last = _chooses_in_loop(plan)
+        runner.inner.choose = _chosen_in_loop(plan)
         runner.refused = None
         return runner
 
@@ -98,11 +98,12 @@ class WindowedRunner:
         return self.inner.stats(window_start)
 
 
-def _chooses_in_loop(plan: Plan) -> bool:
-    """Whether the loop itself keeps only LAST's outputs (:mod:`pycel.jit.choose`): LAST
-    without post-filters (the strategy must compare the outputs that pass them) and
+def _chosen_in_loop(plan: Plan) -> str:
+    """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`), or "": LAST and
+    NEXT without post-filters (the strategy must compare the outputs that pass them) and
     without comparisons on the automaton (their loop has no chooser)."""
-    return plan.strategy == "last" and plan.post_filters is None and not plan.nfa.conditions
+    in_loop = plan.strategy in ("last", "next") and plan.post_filters is None and not plan.nfa.conditions
+    return plan.strategy if in_loop else ""
 
 
 def choose(strategy: str | None, m: Matches, projection_mask: int, limit: int) -> Matches:
