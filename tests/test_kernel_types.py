@@ -32,8 +32,8 @@ from numba.core.event import Event, Listener, register, unregister
 
 import pycel
 from pycel.dsl import Limit
+from pycel.jit import choose, last, maximal, ordered, pcea, residual, runtime, store, treap
 from pycel.jit import enumerate as enumerate_module
-from pycel.jit import last, maximal, ordered, pcea, runtime, store, treap
 from pycel.reference import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +73,10 @@ def _patterns() -> list[Any]:
     out += [
         ab.within(events=5),
         ab.where(a.y < b.y, post_filter=True),
+        # LAST/NEXT chosen on the run DAG (pycel/jit/choose.py), post-filters that prune.
+        ab.within(events=5).strategy("last"),
+        pycel.seq(a, b, c).within(events=6).strategy("next").limit(1),
+        pycel.seq(a, pycel.plus(b), c).where(b.y > c.y, post_filter=True).within(events=6),
         # Order comparisons: the ordered loop (pycel/jit/ordered.py), with a limit and a
         # projection too, and a trend.
         pycel.seq(a, b, c).where(b.x > a.x).within(events=8),
@@ -138,7 +142,9 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     shared = (store.ht_rebuild, store.heap_insert, store.ensure_room, store.ht_get, store.ht_put)
     enumerators = (enumerate_module._enumerate, enumerate_module._enumerate_distinct)
     ordered_helpers = (treap.treap_split, enumerate_module._enumerate_ordered)
-    for helper in (*shared, *ordered_helpers, *enumerators):
+    chosen = (choose.choose_last, choose.choose_next, choose._push_children, choose._step_back)
+    pruning = (enumerate_module._enumerate_residual, residual.residual_holds, residual._evaluate)
+    for helper in (*shared, *ordered_helpers, *enumerators, *chosen, *pruning):
         assert len(helper.signatures) <= 1, (helper.py_func.__qualname__, helper.signatures)
 
 

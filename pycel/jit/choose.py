@@ -39,6 +39,27 @@ from .arrays import Flags, Int, Int32s, Ints
 from .enumerate import _grow, emit_match
 from .inner import inner
 from .store import C_U_NEXT, E_CHILD, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
+from .windowed import STRATEGY_CODES, _compare
+
+NEXT = np.int64(STRATEGY_CODES["next"])
+
+
+@inner
+def _push_children(U: Ints, unext: Int, hs: Int, lo: Int, stack: Ints, top: Int) -> tuple[Ints, Int]:
+    """Push the children of heap slot ``hs`` that are live and inside the window (their
+    max-start ≥ ``lo``); return the stack (grown if needed) and its new top."""
+    umask = U.shape[1] - 1
+    if top + 2 > stack.shape[0]:
+        stack = _grow(stack, top + 2)
+    left = U[U_LEFT, hs]
+    if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+        stack[top] = left
+        top += 1
+    right = U[U_RIGHT, hs]
+    if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+        stack[top] = right
+        top += 1
+    return stack, top
 
 
 @inner
@@ -56,7 +77,7 @@ def _step_back(
     if not live(U, unext, root) or U[U_MS, root & umask] < lo:
         return largest, nodes, stack, count
     stack[0] = root
-    top = 1
+    top: Int = np.int64(1)
     while top > 0:
         top -= 1
         hs = stack[top] & umask
@@ -73,16 +94,7 @@ def _step_back(
                     nodes = _grow(nodes, count + 1)
                 nodes[count] = e
                 count += 1
-        if top + 2 > stack.shape[0]:
-            stack = _grow(stack, top + 2)
-        left = U[U_LEFT, hs]
-        if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-            stack[top] = left
-            top += 1
-        right = U[U_RIGHT, hs]
-        if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-            stack[top] = right
-            top += 1
+        stack, top = _push_children(U, unext, hs, lo, stack, top)
     return largest, nodes, stack, count
 
 
@@ -117,7 +129,7 @@ def choose_last(
     layers = 1
     no_position = np.int64(-1)
     while True:
-        largest: Int = -1
+        largest: Int = np.int64(-1)
         for i in range(lp[layers - 1], lp[layers]):
             child = E[E_CHILD, nodes[i] & emask]
             if child >= 0:
@@ -203,22 +215,13 @@ def _holds_entry(U: Ints, E: Ints, ctr: Ints, root: Int, lo: Int, x: Int, stack:
     if root < 0 or not live(U, unext, root) or U[U_MS, root & umask] < lo:
         return False, stack
     stack[0] = root
-    top = 1
+    top: Int = np.int64(1)
     while top > 0:
         top -= 1
         hs = stack[top] & umask
         if U[U_CONTENT, hs] == x:
             return True, stack
-        if top + 2 > stack.shape[0]:
-            stack = _grow(stack, top + 2)
-        left = U[U_LEFT, hs]
-        if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-            stack[top] = left
-            top += 1
-        right = U[U_RIGHT, hs]
-        if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-            stack[top] = right
-            top += 1
+        stack, top = _push_children(U, unext, hs, lo, stack, top)
     return False, stack
 
 
@@ -235,7 +238,7 @@ def _region(
     unext = ctr[C_U_NEXT]
     nodes = np.empty(max(16, 2 * n_finals), dtype=np.int64)
     table = np.full(64, -1, dtype=np.int64)
-    count = 0
+    count = ZERO
     todo = np.empty(16, dtype=np.int64)
     n_todo = 0
     for i in range(n_finals):
@@ -255,7 +258,7 @@ def _region(
         if root < 0 or not live(U, unext, root) or U[U_MS, root & umask] < lo:
             continue
         stack[0] = root
-        top = 1
+        top: Int = np.int64(1)
         while top > 0:
             top -= 1
             hs = stack[top] & umask
@@ -270,16 +273,7 @@ def _region(
                 count += 1
                 todo[n_todo] = y
                 n_todo += 1
-            if top + 2 > stack.shape[0]:
-                stack = _grow(stack, top + 2)
-            left = U[U_LEFT, hs]
-            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-                stack[top] = left
-                top += 1
-            right = U[U_RIGHT, hs]
-            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-                stack[top] = right
-                top += 1
+            stack, top = _push_children(U, unext, hs, lo, stack, top)
     return nodes[:count], table, stack
 
 
@@ -323,7 +317,8 @@ def _put(table: Ints, x: Int, index: Int) -> Ints:
 def _next_better(i: Int, j: Int, rep: Ints, pos: Ints, a: Ints, b: Ints) -> Int:
     """+1 if region node i's best run is preferred to j's under NEXT, -1 if j's is, 0 if
     they have the same positions (``rep``: the next node of each one's best run back,
-    -1 at its start; ``a``, ``b``: work space as long as the region)."""
+    -1 at its start; ``a``, ``b``: work space as long as the region; compared by
+    :func:`pycel.jit.windowed._compare`)."""
     na = 0
     while i >= 0:
         a[na] = pos[i]
@@ -334,17 +329,7 @@ def _next_better(i: Int, j: Int, rep: Ints, pos: Ints, a: Ints, b: Ints) -> Int:
         b[nb] = pos[j]
         nb += 1
         j = rep[j]
-    # From the first positions on (the arrays run back in time): the smaller one of the
-    # first difference wins; a run that goes on where the other ended wins.
-    ia, ib = na - 1, nb - 1
-    while ia >= 0 and ib >= 0:
-        if a[ia] != b[ib]:
-            return 1 if a[ia] < b[ib] else -1
-        ia -= 1
-        ib -= 1
-    if ia >= 0:
-        return 1
-    return -1 if ib >= 0 else 0
+    return _compare(a, na, b, nb, NEXT)  # the arrays run back in time, as there
 
 
 @inner
@@ -375,25 +360,16 @@ def choose_next(
         root = E[E_CHILD, region[i] & emask]
         if root < 0:
             continue  # a run's first event: its best run is itself
-        best: Int = -1
+        best: Int = np.int64(-1)
         stack[0] = root
-        top = 1
+        top: Int = np.int64(1)
         while top > 0:  # every entry of the heap inside the window (all in the region)
             top -= 1
             hs = stack[top] & umask
             y = _index_of(table, U[U_CONTENT, hs])
             if best < 0 or _next_better(y, best, rep, pos, a, b) > 0:
                 best = y
-            if top + 2 > stack.shape[0]:
-                stack = _grow(stack, top + 2)
-            left = U[U_LEFT, hs]
-            if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-                stack[top] = left
-                top += 1
-            right = U[U_RIGHT, hs]
-            if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-                stack[top] = right
-                top += 1
+            stack, top = _push_children(U, unext, hs, lo, stack, top)
         rep[i] = best
     # The best final's run gives C; every final at the end is layer 0 of the paths.
     chosen = _index_of(table, finals[0])

@@ -80,7 +80,9 @@ class Residual(NamedTuple):
     digits: Ints
 
 
-def _cmp_i(op: Int, x: Int, y: Int) -> Truth:
+def _cmp(op: Int, x: float, y: float) -> Truth:
+    """``x op y``; for floats IEEE: a NaN compares False, except with !=, as numpy's
+    comparisons do."""
     if op == EQ:
         return x == y
     if op == NE:
@@ -94,23 +96,9 @@ def _cmp_i(op: Int, x: Int, y: Int) -> Truth:
     return x >= y
 
 
-def _cmp_f(op: Int, x: float, y: float) -> Truth:
-    # IEEE: a NaN compares False, except with !=, as numpy's comparisons do.
-    if op == EQ:
-        return x == y
-    if op == NE:
-        return x != y
-    if op == LT:
-        return x < y
-    if op == LE:
-        return x <= y
-    if op == GT:
-        return x > y
-    return x >= y
-
-
-_cmp_i_jit = inner(_cmp_i)
-_cmp_f_jit = inner(_cmp_f)
+# One dispatcher per operand type (each compiles one signature).
+_cmp_i_jit = inner(_cmp)
+_cmp_f_jit = inner(_cmp)
 
 
 @inner

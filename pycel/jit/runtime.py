@@ -198,6 +198,8 @@ def _all_loop(
     :func:`_loop_for`, tested as ``if flag:`` around the step (a bare closure constant:
     ``if flag and x:`` is pruned too, ``x = flag; if x:`` is not)."""
 
+    choosing = last or next_  # a closure constant, as the flags
+
     @njit(cache=True)
     def run_batch_all(
         store: NodeStore, batch: BatchInput, tables: DfaArrays, work: Buffers, res: Residual
@@ -259,6 +261,10 @@ def _all_loop(
             enumerate_matches = _enumerate_distinct
         else:
             enumerate_matches = _enumerate
+        if last:
+            choose_end = choose_last
+        else:
+            choose_end = choose_next
         for j in range(n):
             if not key_valid[j]:
                 continue
@@ -319,24 +325,14 @@ def _all_loop(
             emitted = ZERO
             first = n_out
             fired_finals = fired
-            # LAST/NEXT with a window: the end's chosen outputs only, from all its finals
-            # (nothing more to enumerate below).
-            if last:
+            if choosing:  # LAST/NEXT with a window: the end's chosen outputs, from all its finals
                 n_finals = gather_finals(new_x, new_d, final, fired, finals)
                 if n_finals > 0:
-                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_last(
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
                         finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
                         out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
-                fired_finals = 0
-            if next_:
-                n_finals = gather_finals(new_x, new_d, final, fired, finals)
-                if n_finals > 0:
-                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_next(
-                        finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
-                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
-                    )
-                fired_finals = 0
+                fired_finals = 0  # nothing more to enumerate below
             for f in range(fired_finals):
                 if final[new_d[f]] and emitted < budget_all:
                     if pruning:
