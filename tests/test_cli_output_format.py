@@ -42,6 +42,13 @@ QUERIES = {
         ["s", "b", "c"],
         150,
     ),
+    # A variable selected twice is written once.
+    "repeated": (
+        "SELECT s, b, s FROM S WHERE SELL AS s ; BUY AS b "
+        "FILTER s[name = 'INTC'] AND b[name = 'RIMM'] WITHIN 300 [stock_time]",
+        ["s", "b"],
+        150,
+    ),
     # A Kleene plus: cells with several positions.
     "kleene": (
         "SELECT s, b, c FROM S WHERE SELL AS s ; BUY+ AS b ; SELL AS c "

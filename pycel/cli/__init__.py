@@ -257,10 +257,12 @@ class Feeder:
 
 
 def output_variables(query: CompiledQuery, loaded: Loaded) -> list[str]:
-    """The variables written per match: SELECTed ones in SELECT order, else all in pattern order."""
+    """The variables written per match: SELECTed ones in SELECT order (each once: a JSON
+    object or CSV header with a key twice is not what anyone reads), else all in pattern
+    order."""
     spec = split_query(loaded.pattern)
     if spec.select is not None:
-        return [v for v in spec.select if v in query.variables]
+        return [v for v in dict.fromkeys(spec.select) if v in query.variables]
     ordered = [v for v in bound_variables(spec.body) if v in query.variables]
     return ordered + [v for v in query.variables if v not in ordered]
 
