@@ -142,7 +142,10 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     shared = (store.ht_rebuild, store.heap_insert, store.ensure_room, store.ht_get, store.ht_put)
     enumerators = (enumerate_module._enumerate, enumerate_module._enumerate_distinct)
     ordered_helpers = (treap.treap_split, enumerate_module._enumerate_ordered)
-    chosen = (choose.choose_last, choose.choose_next, choose._push_children, choose._step_back)
+    chosen = (
+        choose.choose_last, choose.choose_next, choose._push_children, choose._step_back, choose._add_layer,
+        choose._write_layers,
+    )  # fmt: skip
     pruning = (enumerate_module._enumerate_residual, residual.residual_holds, residual._evaluate)
     for helper in (*shared, *ordered_helpers, *enumerators, *chosen, *pruning):
         assert len(helper.signatures) <= 1, (helper.py_func.__qualname__, helper.signatures)

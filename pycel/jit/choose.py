@@ -126,7 +126,7 @@ def choose_last(
         nodes[i] = finals[i]
     lp[0] = 0
     lp[1] = n_finals
-    layers = 1
+    layers: Int = np.int64(1)
     no_position = np.int64(-1)
     while True:
         largest: Int = np.int64(-1)
@@ -383,7 +383,7 @@ def choose_next(
         nodes[i] = finals[i]
     lp[0] = 0
     lp[1] = n_finals
-    layers = 1
+    layers: Int = np.int64(1)
     step = rep[chosen]
     while step >= 0:
         nodes, lp, stack = _add_layer(U, E, ctr, lo, pos[step], nodes, lp, layers, stack)

@@ -198,7 +198,9 @@ def _all_loop(
     :func:`_loop_for`, tested as ``if flag:`` around the step (a bare closure constant:
     ``if flag and x:`` is pruned too, ``x = flag; if x:`` is not)."""
 
-    choosing = last or next_  # a closure constant, as the flags
+    # Closure constants, as the flags: a choosing variant never runs the enumerator.
+    choosing = last or next_
+    enumerating = not choosing
 
     @njit(cache=True)
     def run_batch_all(
@@ -324,7 +326,6 @@ def _all_loop(
             # (2) Enumerate the matches ending here.
             emitted = ZERO
             first = n_out
-            fired_finals = fired
             if choosing:  # LAST/NEXT with a window: the end's chosen outputs, from all its finals
                 n_finals = gather_finals(new_x, new_d, final, fired, finals)
                 if n_finals > 0:
@@ -332,24 +333,24 @@ def _all_loop(
                         finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
                         out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
-                fired_finals = 0  # nothing more to enumerate below
-            for f in range(fired_finals):
-                if final[new_d[f]] and emitted < budget_all:
-                    if pruning:
-                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                         got) = _enumerate_residual(
-                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
-                            stack_d, seen, first, res,
-                        )
-                    else:
-                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                         got) = enumerate_matches(
-                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
-                            stack_d, seen, first,
-                        )
-                    emitted += got
+            if enumerating:  # (not compiled into a choosing variant: it never enumerates)
+                for f in range(fired):
+                    if final[new_d[f]] and emitted < budget_all:
+                        if pruning:
+                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                             got) = _enumerate_residual(
+                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                                stack_d, seen, first, res,
+                            )
+                        else:
+                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                             got) = enumerate_matches(
+                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                                stack_d, seen, first,
+                            )
+                        emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
                     record_barrier(HT, ctr, consume, k, pos)
