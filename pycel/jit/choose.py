@@ -119,13 +119,7 @@ def choose_last(
     ``finals[:n_finals]``; window start ``lo``), at most ``budget``; return the output
     arrays and counts, the work stack and how many were written."""
     emask = E.shape[1] - 1
-    # The layers of C, by descending position: layer k is nodes[lp[k]:lp[k + 1]].
-    nodes = np.empty(max(16, 2 * n_finals), dtype=np.int64)
-    lp = np.empty(17, dtype=np.int64)
-    for i in range(n_finals):
-        nodes[i] = finals[i]
-    lp[0] = 0
-    lp[1] = n_finals
+    nodes, lp = _first_layer(finals, n_finals)
     layers: Int = np.int64(1)
     no_position = np.int64(-1)
     while True:
@@ -143,6 +137,19 @@ def choose_last(
         nodes, lp, layers, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
         out_se, out_off, out_var, out_pos, n_out, n_ent, stack,
     )  # fmt: skip
+
+
+@inner
+def _first_layer(finals: Ints, n_finals: Int) -> tuple[Ints, Ints]:
+    """The layers of C as they start, with the end's accepting nodes: layer k is
+    ``nodes[lp[k]:lp[k + 1]]``, by descending position (layer 0 at the end)."""
+    nodes = np.empty(max(16, 2 * n_finals), dtype=np.int64)
+    lp = np.empty(17, dtype=np.int64)
+    for i in range(n_finals):
+        nodes[i] = finals[i]
+    lp[0] = 0
+    lp[1] = n_finals
+    return nodes, lp
 
 
 @inner
@@ -377,12 +384,7 @@ def choose_next(
         other = _index_of(table, finals[f])
         if _next_better(other, chosen, rep, pos, a, b) > 0:
             chosen = other
-    nodes = np.empty(max(16, 2 * n_finals), dtype=np.int64)
-    lp = np.empty(17, dtype=np.int64)
-    for i in range(n_finals):
-        nodes[i] = finals[i]
-    lp[0] = 0
-    lp[1] = n_finals
+    nodes, lp = _first_layer(finals, n_finals)
     layers: Int = np.int64(1)
     step = rep[chosen]
     while step >= 0:
