@@ -144,7 +144,7 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     ordered_helpers = (treap.treap_split, enumerate_module._enumerate_ordered)
     chosen = (
         choose.choose_last, choose.choose_next, choose._push_children, choose._step_back, choose._add_layer,
-        choose._write_layers, choose._first_layer,
+        choose._write_layers, choose._first_layer, choose._region, choose._visit,
     )  # fmt: skip
     pruning = (enumerate_module._enumerate_residual, residual.residual_holds, residual._evaluate)
     for helper in (*shared, *ordered_helpers, *enumerators, *chosen, *pruning):

@@ -245,20 +245,11 @@ def _region(
     unext = ctr[C_U_NEXT]
     nodes = np.empty(max(16, 2 * n_finals), dtype=np.int64)
     table = np.full(64, -1, dtype=np.int64)
-    count = ZERO
+    count: Int = ZERO
     todo = np.empty(16, dtype=np.int64)
-    n_todo = 0
+    n_todo: Int = ZERO
     for i in range(n_finals):
-        if count + 1 > nodes.shape[0]:
-            nodes = _grow(nodes, count + 1)
-        if n_todo + 1 > todo.shape[0]:
-            todo = _grow(todo, n_todo + 1)
-        if _index_of(table, finals[i]) < 0:
-            table = _remember(table, nodes, count, finals[i])
-            nodes[count] = finals[i]
-            count += 1
-            todo[n_todo] = finals[i]
-            n_todo += 1
+        table, nodes, count, todo, n_todo = _visit(finals[i], table, nodes, count, todo, n_todo)
     while n_todo > 0:
         n_todo -= 1
         root = E[E_CHILD, todo[n_todo] & emask]
@@ -269,19 +260,28 @@ def _region(
         while top > 0:
             top -= 1
             hs = stack[top] & umask
-            y = U[U_CONTENT, hs]
-            if _index_of(table, y) < 0:
-                if count + 1 > nodes.shape[0]:
-                    nodes = _grow(nodes, count + 1)
-                if n_todo + 1 > todo.shape[0]:
-                    todo = _grow(todo, n_todo + 1)
-                table = _remember(table, nodes, count, y)
-                nodes[count] = y
-                count += 1
-                todo[n_todo] = y
-                n_todo += 1
+            table, nodes, count, todo, n_todo = _visit(U[U_CONTENT, hs], table, nodes, count, todo, n_todo)
             stack, top = _push_children(U, unext, hs, lo, stack, top)
     return nodes[:count], table, stack
+
+
+@inner
+def _visit(
+    x: Int, table: Ints, nodes: Ints, count: Int, todo: Ints, n_todo: Int
+) -> tuple[Ints, Ints, Int, Ints, Int]:
+    """Add node x to the region (``nodes[:count]``, indexed by ``table``) and to the nodes
+    whose heaps are still to read (``todo[:n_todo]``), unless it is there already.
+    Returns (table, nodes, count, todo, n_todo)."""
+    if _index_of(table, x) >= 0:
+        return table, nodes, count, todo, n_todo
+    if count + 1 > nodes.shape[0]:
+        nodes = _grow(nodes, count + 1)
+    if n_todo + 1 > todo.shape[0]:
+        todo = _grow(todo, n_todo + 1)
+    table = _remember(table, nodes, count, x)
+    nodes[count] = x
+    todo[n_todo] = x
+    return table, nodes, count + 1, todo, n_todo + 1
 
 
 @inner
