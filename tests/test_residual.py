@@ -196,3 +196,17 @@ def test_unsupported_conjuncts_are_left_to_the_complete_check() -> None:
     stream.push(events)
     assert "pruning" not in stream.__dict__ or _pruning(stream).visits == 0
     _agree(pattern, events)
+
+
+def test_no_programs_for_a_loop_that_does_not_prune() -> None:
+    """The ordered loop (a comparison on the automaton) checks post-filters on complete
+    matches only: the stream builds no pruning programs for it, and the matches are the
+    reference's."""
+    events = _ticks_of(60)
+    pattern = seq(d, w).where(w.i > d.i).where(w.f >= d.f, post_filter=True).within(events=6)
+    query = pycel.compile(pattern)
+    assert query.plan.nfa.conditions  # the ordered loop runs it
+    stream = query.stream()
+    stream.push(events)
+    assert "pruning" not in stream.__dict__
+    _agree(pattern, events)

@@ -148,13 +148,16 @@ class Stream:
         self, batch: EventBatch, gpos: Ints | None
     ) -> tuple[Tail | None, Residual | None]:
         """With post-filters: the tail with ``batch`` appended, and the programs the
-        enumerator prunes with (pycel.runtime.residual; None if no conjunct can)."""
+        enumerator prunes with (pycel.runtime.residual; None if no conjunct can, or the
+        runner's loop does not prune)."""
         post = self.plan.post_filters
         if post is None:
             return None, None
         n = len(batch)
         at = gpos if gpos is not None else np.arange(self.offset, self.offset + n, dtype=np.int64)
         tail = (self.post_tail or Tail()).extended(batch, at.astype(np.int64), post.attributes)
+        if not self.runner.prunes_post_filters:
+            return tail, None
         # The tail's rows are the events pushed since the first one it keeps, in order, so
         # row r holds the event at local position base + r.
         base = self.offset + n - len(tail.positions)

@@ -102,6 +102,12 @@ class Runner(Protocol):
     #: stream then keeps the ids of key tuples outside the window.
     looks_before_window: bool
 
+    @property
+    def prunes_post_filters(self) -> bool:
+        """Whether its loop prunes with the post-filters' programs
+        (``PreparedBatch.residual``): the stream builds them only then."""
+        ...
+
     def advance(self, batch: PreparedBatch) -> RawMatches:
         """Run the batch; return the matches that end in it."""
         ...

@@ -35,6 +35,7 @@ class MaximalRunner:
     """MAX: the pair automaton, the store, and every key's block of live pairs."""
 
     looks_before_window = True  # the maximal runs are chosen among runs the window may drop
+    prunes_post_filters = False
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan

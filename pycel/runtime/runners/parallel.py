@@ -41,6 +41,7 @@ class ParallelRunner:
     children), and the tuple ids of its multi-attribute keys."""
 
     looks_before_window = False
+    prunes_post_filters = False  # complete matches only
 
     def __init__(self, plan: Plan) -> None:
         assert plan.hcq is not None

@@ -36,6 +36,10 @@ class RankedRunner(SequentialRunner):
 
     looks_before_window = True  # a best set is chosen among runs the window may drop
 
+    @property
+    def prunes_post_filters(self) -> bool:
+        return False  # post-filters are refused under LAST/NEXT without a window
+
     def __init__(self, plan: Plan) -> None:
         super().__init__(plan)
         self.order = new_order()

@@ -120,6 +120,11 @@ class SequentialRunner:
     #: or "next") keeps among those that fit the window (pycel.jit.choose); "": all.
     choose = ""
 
+    @property
+    def prunes_post_filters(self) -> bool:
+        """The ALL loop prunes; the ordered loop (comparisons on the automaton) does not."""
+        return not self.plan.nfa.conditions
+
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.shared = shared_dfa(plan)

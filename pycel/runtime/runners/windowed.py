@@ -40,6 +40,10 @@ class WindowedRunner:
 
     looks_before_window = False  # the choice is among runs inside the window
 
+    @property
+    def prunes_post_filters(self) -> bool:
+        return self.inner.prunes_post_filters
+
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.inner = SequentialRunner(plan)
