@@ -162,7 +162,7 @@ class CsvSource:
             shown = line.rstrip(b"\r\n")
             raise InputError(f"the header row (line 1) is not UTF-8 text: {shown[:80]!r}") from None
         if not first.strip():
-            return [self.type_column, *positions]
+            return self._no_header_row()
         header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
         if opts.type_column is None:
             self.type_column = header[0]
@@ -185,6 +185,22 @@ class CsvSource:
                     column=name,
                 )
         return header
+
+    def _no_header_row(self) -> list[str]:
+        """The columns of a file whose first line is blank: an empty file (only blank
+        lines) is an empty stream, with a warning; rows after a blank first line are an
+        error, since their columns have no names."""
+        for line in self.handle:
+            if line.strip():
+                raise InputError(
+                    "the header row (line 1) is empty; the first line must name the columns "
+                    "(use --no-header if the file has no header row)"
+                )
+        shown = "<stdin>" if self.path == "-" else self.path
+        warnings.warn(f"{shown} is empty (no header row, no events)", UserWarning, stacklevel=1)
+        # No rows follow: every declared attribute counts as present, so a query that
+        # reads some is not refused for a missing column.
+        return [self.type_column, *(name for name in self.schema.fields if name != self.type_column)]
 
     def _skip_byte_order_mark(self) -> None:
         peek = getattr(self.handle, "peek", None)
