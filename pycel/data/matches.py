@@ -14,8 +14,9 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 import attrs
 import numpy as np
@@ -133,9 +134,24 @@ class Matches:
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __getitem__(self, k: int) -> Match:
+    @overload
+    def __getitem__(self, k: SupportsIndex) -> Match: ...
+    @overload
+    def __getitem__(self, k: slice) -> Matches: ...
+    def __getitem__(self, k: SupportsIndex | slice) -> Match | Matches:
+        """Match ``k`` (negative counts from the end), or the matches of a slice as a
+        :class:`Matches`, as a list would: ``matches[0]``, ``matches[-1]``, ``matches[:10]``."""
+        if isinstance(k, slice):
+            return gather(self, np.arange(len(self), dtype=np.int64)[k])
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise TypeError(f"Matches indexes are integers or slices, not {type(k).__name__}") from None
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(f"match index {k} out of range ({n} matches)")
         if k < 0:
-            k += len(self)
+            k += n
         lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
         valuation: dict[str, list[int]] = {}
         for var, pos in zip(self.var_ids[lo:hi].tolist(), self.positions[lo:hi].tolist(), strict=True):
@@ -201,6 +217,26 @@ class Matches:
         shown = ", ".join(repr(m) for m in list(self)[:3])
         more = f", … ({len(self)} in all)" if len(self) > 3 else ""
         return f"Matches([{shown}{more}])"
+
+
+def gather(m: Matches, picked: npt.NDArray[np.int64]) -> Matches:
+    """The matches at indexes ``picked``, in that order (vectorized)."""
+    counts = np.diff(m.offsets)[picked]
+    offsets = np.zeros(len(picked) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # Entry j of the result is entry j - offsets[i] of match picked[i]'s span.
+    entries = np.repeat(m.offsets[:-1][picked] - offsets[:-1], counts) + np.arange(
+        offsets[-1], dtype=np.int64
+    )
+    return Matches(
+        m.starts[picked],
+        m.ends[picked],
+        offsets,
+        m.var_ids[entries],
+        m.positions[entries],
+        m.variables,
+        m.source,
+    )
 
 
 def take(m: Matches, keep: npt.NDArray[np.bool_]) -> Matches:
