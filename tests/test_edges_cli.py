@@ -28,19 +28,24 @@ def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, st
     return code, out, err
 
 
-def reference_rows(query: str, data: pd.DataFrame) -> list[tuple[int, int, dict[str, list[int]]]]:
+Row = tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def reference_rows(query: str, data: pd.DataFrame) -> list[Row]:
+    """The reference evaluator's matches of ``query``, sorted."""
     decl = ceql.parse_declaration(DECL.read_text())
     matches = pycel.reference.evaluate(ceql.parse_query(query, decl), data)
-    return [(m.start, m.end, {v: list(p) for v, p in m.valuation}) for m in matches]
+    return sorted((m.start, m.end, m.valuation) for m in matches)
 
 
-def jsonl_rows(out: str) -> list[tuple[int, int, dict[str, list[int]]]]:
+def jsonl_rows(out: str) -> list[Row]:
+    """The matches of ``pycel run -f jsonl`` output, sorted."""
     rows = []
     for line in out.splitlines():
         obj = json.loads(line)
         start, end = obj.pop("start"), obj.pop("end")
-        rows.append((start, end, {v: p for v, p in obj.items() if p}))
-    return rows
+        rows.append((start, end, tuple(sorted((v, tuple(p)) for v, p in obj.items() if p))))
+    return sorted(rows)
 
 
 # -- an empty CSV file, a blank header line ----------------------------------------------------
@@ -82,3 +87,33 @@ def test_a_blank_first_line_before_rows_is_an_error(
         assert "the header row (line 1) is empty" in err
         assert "--no-header" in err
         assert "\\x00" not in err
+
+
+# -- a file pycel run does not read ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["events.json", "events.JSONL", "events.ndjson"])
+def test_a_json_file_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A JSON file was read as CSV: the error blamed a header column 'name:"ORCL"'."""
+    data = tmp_path / name
+    pd.read_csv(EXAMPLES / "stocks.csv").to_json(data, orient="records", lines=True)
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, data)
+    assert code == 2, err
+    assert out == ""
+    assert f"pycel: error: {data} looks like JSON" in err
+    assert "CSV or Parquet" in err
+    assert "header" not in err
+
+
+def test_a_json_named_file_is_read_as_csv_when_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "events.json"
+    data.write_text((EXAMPLES / "stocks.csv").read_text())
+    code, out, err = cli(
+        capsys, "run", "-d", DECL, "--query", WINDOWED, data, "--input-format", "csv", "-f", "jsonl"
+    )
+    assert code == 0, err
+    assert jsonl_rows(out) == reference_rows(WINDOWED, pd.read_csv(EXAMPLES / "stocks.csv"))

@@ -47,6 +47,8 @@ EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
 #: Matches held in memory at most (about) before they are written: ``--match-batch``.
 MATCH_BATCH = 100_000
 _RATE_DECAY = 0.9  # how fast Feeder forgets a burst of matches, per push
+#: File names taken for JSON (refused: read as CSV they gave a puzzling header error).
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 def _positive(text: str) -> int:
@@ -290,6 +292,11 @@ def _run(args: argparse.Namespace) -> int:
         columns=frozenset(columns_read_by(query)),  # the others are checked, not converted
     )
     label = "<stdin>" if args.data == "-" else args.data
+    if args.input_format is None and args.data.lower().endswith(_JSON_SUFFIXES):
+        raise UsageError(
+            f"{args.data} looks like JSON; pycel run reads CSV or Parquet files (convert it, e.g. "
+            "pandas.read_json(path, lines=True).to_parquet(...), or give --input-format csv if it holds CSV)"
+        )
     try:
         source = open_source(args.data, Schema.of(loaded.declaration), options)
     except OSError as err:
