@@ -117,3 +117,39 @@ def test_a_json_named_file_is_read_as_csv_when_told(
     )
     assert code == 0, err
     assert jsonl_rows(out) == reference_rows(WINDOWED, pd.read_csv(EXAMPLES / "stocks.csv"))
+
+
+# -- the declaration and the query mixed up ----------------------------------------------------
+
+
+def test_swapped_declaration_and_query_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """--declaration s3.ceql --query stocks.ceql said "drop --declaration", which left the
+    user without a query; now both files are named for what they hold."""
+    query = EXAMPLES / "s3.ceql"
+    code, out, err = cli(capsys, "run", "-d", query, "--query", DECL, EXAMPLES / "stocks.csv")
+    assert (code, out) == (2, "")
+    assert f"{DECL} holds a declaration but no SELECT query" in err
+    assert f"{query} holds a query" in err and "swapped" in err
+    assert "drop --declaration" not in err
+    code, _, err = cli(capsys, "explain", DECL, "-d", query)
+    assert code == 2 and "swapped" in err
+
+
+def test_a_query_given_as_the_declaration_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    query = EXAMPLES / "s3.ceql"
+    code, out, err = cli(capsys, "run", "-d", query, "--query", query, EXAMPLES / "stocks.csv")
+    assert (code, out) == (2, "")
+    assert f"{query} holds a SELECT query, not a CREATE STREAM declaration" in err
+    code, _, err = cli(
+        capsys, "run", "-d", "SELECT * FROM S WHERE SELL", "--query", query, EXAMPLES / "stocks.csv"
+    )
+    assert code == 2 and "<declaration> holds a SELECT query" in err
+
+
+def test_a_declaration_given_twice_still_says_drop_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    both = tmp_path / "both.ceql"
+    both.write_text(DECL.read_text() + "\n" + (EXAMPLES / "s3.ceql").read_text())
+    code, _, err = cli(capsys, "run", "-d", DECL, "--query", both, EXAMPLES / "stocks.csv")
+    assert code == 2 and "starts with its own declaration; drop --declaration" in err

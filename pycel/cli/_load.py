@@ -112,12 +112,16 @@ def load_declaration(arg: str | None, query: Source) -> tuple[Declaration, Sourc
         inline, rest = split_declaration(query.text)
     except PycelError as err:
         raise SourceError(query.label, err) from None
+    if inline is not None and not rest.strip():
+        problem = f"{query.label} holds a declaration but no SELECT query"
+        given = None if arg is None else read_text(arg, "declaration")
+        if given is not None and _starts_a_query(given.text):
+            problem += f"; {given.label} holds a query: were --declaration and --query swapped?"
+        raise UsageError(problem)
     if inline is not None and arg is not None:
         raise UsageError(f"{query.label} starts with its own declaration; drop --declaration")
     if inline is not None:
         source = Source(inline, query.label)
-        if not rest.strip():
-            raise UsageError(f"{query.label} holds a declaration but no SELECT query")
         query = Source(rest, query.label)
     elif arg is not None:
         source = read_text(arg, "declaration")
@@ -125,10 +129,24 @@ def load_declaration(arg: str | None, query: Source) -> tuple[Declaration, Sourc
         raise UsageError(
             "no declaration: give --declaration FILE, or start the query file with CREATE STREAM"
         )
+    if _starts_a_query(source.text):
+        raise UsageError(
+            f"{source.label} holds a SELECT query, not a CREATE STREAM declaration: "
+            "give the declaration with --declaration (or at the head of the query file)"
+        )
     try:
         return parse_declaration(source.text), source, query
     except PycelError as err:
         raise SourceError(source.label, err) from None
+
+
+def _starts_a_query(text: str) -> bool:
+    """Whether CEQL ``text`` starts with SELECT (a query where a declaration belongs)."""
+    try:
+        tokens = tokenize(text)
+    except PycelError:
+        return False
+    return bool(tokens) and tokens[0].kind == "keyword" and tokens[0].value == "SELECT"
 
 
 def load(declaration: str | None, query: str, *, time_attribute: str | None, time_unit: str = "ns") -> Loaded:
