@@ -86,16 +86,21 @@ def has_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Tru
 def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
     ``lo`` (doubling and moving the live ids when needed)."""
-    cap = A.shape[1]
+    old = A.shape[1]
+    cap = old
     while True:
         oldest = next_id + need - 1 - cap  # the newest id the next allocations overwrite
-        if oldest < 0 or A[created_row, oldest & (cap - 1)] < lo:
+        # Room when the newest id overwritten is older than the new ones (need <= cap) and
+        # either A no longer holds it (overwritten: it had left the window) or it was
+        # created before lo. A is read with its own mask: the doubled one read past its
+        # columns (compiled: the next row's values, so the arena could double again and
+        # again for nothing).
+        if oldest < next_id and (oldest < max(0, next_id - old) or A[created_row, oldest & (old - 1)] < lo):
             break
         cap *= 2
-    if cap == A.shape[1]:
+    if cap == old:
         return A
     B = np.full((A.shape[0], cap), -1, dtype=np.int64)
-    old = A.shape[1]
     # Element loops, not slice assignments: those compile Numba's shape-mismatch error
     # message (string formatting, seconds of cold compile) for a copy this simple.
     for node in range(max(0, next_id - old), next_id):
