@@ -140,6 +140,36 @@ def _warn_repeated_aliases(body: Pattern) -> None:
     )
 
 
+def _typed_atoms(node: Pattern) -> set[type[Event]]:
+    """The event types of the atoms and absences of ``node`` (not of negated atoms, which
+    match events of every other type)."""
+    if isinstance(node, (Atom, Absent)):
+        return {node.event}
+    return set().union(*(_typed_atoms(c) for c in node.children()))
+
+
+def _may_have(event: type[Event], attr: str) -> bool:
+    """Whether events an atom of type ``event`` matches may carry ``attr``: the type or a
+    subclass declares it."""
+    return attr in event.__fields__ or any(_may_have(sub, attr) for sub in event.__subclasses__())
+
+
+def _warn_keyless_atoms(spec: QuerySpec) -> None:
+    """A PatternWarning when a partition key is an attribute some atom's event type lacks:
+    its events are in no partition, so that atom never matches (an absence of it never
+    interrupts) — legal, but almost surely a slip."""
+    types = _typed_atoms(spec.body)
+    for key in spec.partition:
+        lacking = sorted(event_name(t) for t in types if not _may_have(t, key))
+        if lacking:
+            warnings.warn(
+                f"partition_by({key!r}): event types {lacking} have no attribute {key!r}, so their "
+                "events are in no partition and the pattern's atoms of those types never match",
+                PatternWarning,
+                stacklevel=4,  # the caller of compile() or evaluate()
+            )
+
+
 def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]], plus: Plus | None = None) -> None:
     """Check the filters below ``node`` (``plus``: the innermost ``plus`` around it)."""
     if isinstance(node, Filter):
@@ -361,4 +391,5 @@ def check(spec: QuerySpec) -> None:
             raise PatternError(
                 f"the window is on attribute {window.on!r}, which event types {lacking} do not have"
             )
-    _warn_repeated_aliases(spec.body)  # last: a pattern that is refused gets no warning
+    _warn_keyless_atoms(spec)  # last: a pattern that is refused gets no warning
+    _warn_repeated_aliases(spec.body)
