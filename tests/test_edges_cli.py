@@ -153,3 +153,31 @@ def test_a_declaration_given_twice_still_says_drop_it(
     both.write_text(DECL.read_text() + "\n" + (EXAMPLES / "s3.ceql").read_text())
     code, _, err = cli(capsys, "run", "-d", DECL, "--query", both, EXAMPLES / "stocks.csv")
     assert code == 2 and "starts with its own declaration; drop --declaration" in err
+
+
+# -- a header row that is not there, or is there -----------------------------------------------
+
+
+def test_a_file_without_header_names_no_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its first event was taken as a header, and the hint said --positional, which then
+    dropped that event silently (39 of 40 events, positions off by one)."""
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join((EXAMPLES / "stocks.csv").read_text().splitlines()[1:]) + "\n")
+    for extra in ([], ["--positional"]):
+        code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, data, *extra)
+        assert (code, out) == (1, ""), err
+        assert "line 1 looks like an event (SELL,ORCL,500,18.01,1000), not a header row" in err
+        assert "--no-header" in err and "--positional" not in err
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, data, "--no-header", "-f", "jsonl")
+    assert code == 0, err
+    expected = reference_rows(WINDOWED, pd.read_csv(EXAMPLES / "stocks.csv"))
+    assert expected and jsonl_rows(out) == expected
+
+
+def test_no_header_on_a_file_with_one_names_the_header(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(
+        capsys, "run", "-d", DECL, "--query", WINDOWED, EXAMPLES / "stocks.csv", "--no-header"
+    )
+    assert (code, out) == (1, ""), err
+    assert "row 1 (position 0)" in err
+    assert "looks like a header row" in err and "drop --no-header" in err

@@ -164,6 +164,17 @@ class CsvSource:
         if not first.strip():
             return self._no_header_row()
         header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+        events = [
+            name for name in header if name in self.schema.event_fields and name not in self.schema.fields
+        ]
+        if events and opts.type_column not in header:
+            # A header naming a declared event type is a data row: taking it as the header
+            # would drop that event (or name its values as columns).
+            cells = ",".join(header)
+            raise InputError(
+                f"line 1 looks like an event ({cells[:80]}), not a header row: the first line must "
+                "name the columns; give --no-header if the file has no header row"
+            )
         if opts.type_column is None:
             self.type_column = header[0]
         elif opts.type_column not in header:
@@ -422,6 +433,8 @@ class CsvSource:
         missing = names.isna().to_numpy()
         if missing.any():
             raise InputError("missing event type", row=base + first_true(missing), column=self.type_column)
+        if not self.options.header and base == 0:
+            self._refuse_header_row(raw.iloc[0])
         check_event_types(names, self.schema, base, self.type_column)
         text = self._positional(raw, names, base) if self.positional else raw
         attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
@@ -434,6 +447,21 @@ class CsvSource:
             dtype = self.schema.fields[attr]
             out[attr] = convert_column(text[attr], dtype, base, attr, self.options.time_unit)
         return pd.DataFrame(out)
+
+    def _refuse_header_row(self, first: pd.Series) -> None:
+        """With --no-header, a first row whose type is not declared and whose cells name
+        declared attributes is the file's header row: say so instead of 'unknown event
+        type'."""
+        if first[self.type_column] in self.schema.event_fields:
+            return
+        named = [c for c in first.tolist() if isinstance(c, str) and c.strip() in self.schema.fields]
+        if named:
+            raise InputError(
+                f"the row looks like a header row (it names the attributes {', '.join(named)}): "
+                "drop --no-header if the file has one",
+                row=0,
+                column=self.type_column,
+            )
 
     def _positional(self, raw: pd.DataFrame, names: pd.Series, base: int) -> pd.DataFrame:
         """Cells by attribute name, from each row's event type's attribute order."""
