@@ -205,7 +205,18 @@ class Cursor:
             raise self.error(f"expected {what}{hint}")
         return self.next()
 
-    def error(self, message: str, tok: Token | None = None) -> CeqlSyntaxError:
-        """A syntax error at ``tok`` (default: the next token), naming what was found."""
+    def error(self, message: str, tok: Token | None = None, *, hint: str = "") -> CeqlSyntaxError:
+        """A syntax error at ``tok`` (default: the next token), naming what was found, then
+        ``hint`` (what to write instead)."""
         tok = tok or self.peek()
-        return CeqlSyntaxError(f"{message}, found {tok.describe()}", self.text, tok.line, tok.column)
+        found = f"{message}, found {tok.describe()}"
+        return CeqlSyntaxError(f"{found} ({hint})" if hint else found, self.text, tok.line, tok.column)
+
+    def foreign_operator(self) -> str:
+        """A hint when the next token is another language's pattern operator (a Kleene
+        star, a comma between events) where a CEL operator may stand; else ''."""
+        if self.at_op("*"):
+            return "CEQL has no '*' repetition: repeat with '+', one or more, e.g. SELL+"
+        if self.at_op(","):
+            return "a sequence is written with ';', e.g. SELL ; BUY"
+        return ""

@@ -36,7 +36,7 @@ from pycel.dsl import (
     Seq,
     Strategy_,
 )
-from pycel.errors import PatternError
+from pycel.errors import CeqlSyntaxError, PatternError
 from pycel.language.absence import seq_chain
 from pycel.language.events import Event, event_name
 from pycel.language.expr import BoolOp, Expr
@@ -138,6 +138,15 @@ class _QueryParser:
         if tok.kind == "keyword" and tok.value.lower() in STRATEGIES:
             strategy = cur.next().value.lower()
         select = self.select_list()
+        if strategy is None and select is not None and len(select) == 1 and self.starts_a_selection():
+            word = select[0][1]
+            raise CeqlSyntaxError(
+                f"{word.value!r} is not a selection strategy (ALL, ANY, NEXT, LAST, MAX, STRICT), "
+                "and variables in SELECT are separated by ','",
+                cur.text,
+                word.line,
+                word.column,
+            )
         if cur.accept_keyword("FROM"):
             self.from_list()
         for _, var_tok, stream_tok in select or ():
@@ -180,7 +189,8 @@ class _QueryParser:
         if cur.at_op(";") and cur.peek(1).kind == "eof":
             cur.next()
         if cur.peek().kind != "eof":
-            raise cur.error("expected " + ", ".join(clauses + ["the end of the query"]))
+            expected = "expected " + ", ".join(clauses + ["the end of the query"])
+            raise cur.error(expected, hint=cur.foreign_operator() if clauses[:1] == ["PARTITION BY"] else "")
         return node
 
     def checked_selection(
@@ -226,6 +236,11 @@ class _QueryParser:
             names.append((tok.value, tok, stream_tok))
             if not cur.accept_op(","):
                 return names
+
+    def starts_a_selection(self) -> bool:
+        """Whether the next token could start a selection (after a misspelt strategy)."""
+        tok = self.cur.peek()
+        return (tok.kind == "op" and tok.value == "*") or tok.kind == "ident" or self.cur.at_keyword("NONE")
 
     def from_list(self) -> None:
         cur = self.cur
@@ -310,7 +325,11 @@ class _QueryParser:
         cur = self.cur
         if cur.accept_op("("):
             node = self.cel()
-            cur.expect_op(")", "')' or an operator (; : OR AND + AS FILTER)")
+            if not cur.at_op(")"):
+                raise cur.error(
+                    "expected ')' or an operator (; : OR AND + AS FILTER)", hint=cur.foreign_operator()
+                )
+            cur.next()
             return node
         if cur.at_keyword("NOT"):
             return self.negated_atom()
