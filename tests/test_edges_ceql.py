@@ -55,3 +55,33 @@ def test_operators_of_other_languages_get_a_hint(text: str, hint: str, column: i
     err = syntax_error(text)
     assert hint in str(err)
     assert (err.line, err.column) == (1, column)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "column"),
+    [
+        ("volume > 99999999999999999999", 51),
+        ("volume > -99999999999999999999", 51),
+        ("price < 1 + 10000000000000000000", 54),
+    ],
+)
+def test_an_integer_constant_out_of_range_has_its_line_and_column(predicate: str, column: int) -> None:
+    """The PatternError had no position (the IN list's had one)."""
+    with pytest.raises(
+        pycel.PatternError, match=rf"outside the 64-bit range of int attributes \(line 1, column {column}\)"
+    ):
+        ceql.parse_query(f"SELECT * FROM S WHERE SELL AS s FILTER s[{predicate}]", DECL)
+
+
+def test_the_smallest_int64_is_a_constant() -> None:
+    """-9223372036854775808 is an int64, though 9223372036854775808 is not: it was refused."""
+    pattern = ceql.parse_query(
+        "SELECT * FROM S WHERE SELL AS s FILTER s[volume > -9223372036854775808]", DECL
+    )
+    sell = DECL["SELL"]
+    events = [
+        sell(name="A", volume=v, price=1.0, stock_time=t) for t, v in enumerate((-(2**63), 0, 2**63 - 1))
+    ]
+    found = pycel.compile(pattern).run(events)
+    assert found.keys() == pycel.reference.evaluate(pattern, events).keys()
+    assert [m.end for m in found] == [1, 2]

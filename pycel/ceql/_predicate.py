@@ -222,6 +222,8 @@ class PredicateParser:
         tok = cur.accept_op("-", "+")
         if tok is None:
             return self.primary()
+        if tok.value == "-" and cur.peek().kind == "number":  # -9223372036854775808 is an int64
+            return self.constant(-cur.next().value, tok)
         arg = self.unary()
         if arg.dtype not in ("int", "float"):
             raise PatternError(located(f"unary {tok.value} needs a number, but {arg!r} is {arg.dtype}", tok))
@@ -236,8 +238,7 @@ class PredicateParser:
         cur = self.cur
         tok = cur.peek()
         if tok.kind == "number":
-            cur.next()
-            return Const(tok.value)
+            return self.constant(cur.next().value, tok)
         if tok.kind == "string":
             cur.next()
             return Const(tok.value)
@@ -257,6 +258,13 @@ class PredicateParser:
                 return self.attribute(tok.value, cur.next(), qualifier=tok)
             return self.attribute(self.var, tok)
         raise cur.error("expected an attribute, a number, a string, TRUE, FALSE or '('")
+
+    def constant(self, value: int | float, tok: Token) -> Const[Any]:
+        """A number constant; one outside the int64 range is refused at ``tok``."""
+        try:
+            return Const(value)
+        except PatternError as err:
+            raise PatternError(located(str(err), tok)) from None
 
     def previous(self) -> Attr[Any]:
         """``PREV(x)[attr]``: attribute ``attr`` of x's occurrence in the previous iteration
