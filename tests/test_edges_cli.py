@@ -6,6 +6,7 @@ compared with the reference evaluator.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -181,3 +182,10 @@ def test_no_header_on_a_file_with_one_names_the_header(capsys: pytest.CaptureFix
     assert (code, out) == (1, ""), err
     assert "row 1 (position 0)" in err
     assert "looks like a header row" in err and "drop --no-header" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pycel --version` was a usage error (a bug report asks for the command and version)."""
+    code, out, err = cli(capsys, "--version")
+    assert code == 0, err
+    assert out.strip() == f"pycel {importlib.metadata.version('pycel')}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import os
 import sys
 import time
@@ -71,6 +72,14 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _installed_version() -> str:
+    """pycel's installed version (for --version), or a note that it is not installed."""
+    try:
+        return importlib.metadata.version("pycel")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "(not installed: a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``pycel`` command."""
     parser = argparse.ArgumentParser(
@@ -78,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Complex event recognition: run CEQL queries (CORE's query language) over event files.",
         epilog="Exit status: 0 ok, 1 bad data, 2 bad usage or query. See docs/cli.md.",
     )
+    parser.add_argument("--version", action="version", version=f"pycel {_installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{run,explain}")
 
     run = sub.add_parser(
