@@ -30,6 +30,7 @@ from .runtime import _fire
 from .store import (
     C_H_COUNT,
     C_MAX_DEPTH,
+    C_U_NEXT,
     E_MS,
     LIVE_ONLY,
     NO_NODE,
@@ -42,7 +43,7 @@ from .store import (
     record_barrier,
 )
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step, ints
-from .treap import AT_MOST, BELOW, ONE, treap_insert, treap_split
+from .treap import AT_MOST, BELOW, KEEP_LEFT, KEEP_RIGHT, ONE, treap_insert, treap_split
 
 #: H states of a conditioned state's runs whose register is NaN / null.
 SIDE_NAN, SIDE_NULL = 1 << 41, 1 << 42
@@ -163,15 +164,24 @@ def _pieces(
         if taken >> piece_bits[piece] & 1:
             last_used = piece
     n = ZERO
+    fresh = ctr[C_U_NEXT]  # the right sides split off below: only ``rest`` refers to them
     for piece in range(last_used + 1):
         p = piece // 2
+        used = taken >> piece_bits[piece] & 1
         if piece == 2 * m:
             root = rest
         else:
             v = values[p]
             how = BELOW if piece % 2 == 0 else AT_MOST
-            root, rest = treap_split(U, ctr, rest, v, how, lo, pos, stack, ZERO)
-        if root >= 0 and taken >> piece_bits[piece] & 1:
+            # Build only the sides used: this piece if a transition takes it, the rest if
+            # a later piece is used (a trend's split keeps one side: half the copies).
+            keep = ZERO
+            if used:
+                keep |= KEEP_LEFT
+            if piece < last_used:
+                keep |= KEEP_RIGHT
+            root, rest = treap_split(U, ctr, rest, v, how, keep, lo, pos, stack, ZERO, fresh)
+        if root >= 0 and used:
             roots[n] = root
             masks[n] = piece_bits[piece]
             n += 1
@@ -330,6 +340,9 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             # insertion (about a second of a cold first query) for the states no event
             # splits, and an insertion at the treap's newest end copies its right spine,
             # ln n nodes expected, where a heap insertion copies log2 n.
+            # The nodes these insertions make are in no run yet: a later insertion into the
+            # same treap changes them in place (the treap's path is copied once per event).
+            fresh = ctr[C_U_NEXT]
             for f in range(fired):
                 d = new_d[f]
                 if not extends[d]:
@@ -347,7 +360,7 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
                     else:
                         state = d | SIDE_NULL
                 x_ms = E[E_MS, x & (E.shape[1] - 1)]
-                root = treap_insert(U, ctr, ht_get(HT, state, k), x, order_key, x_ms, lo, pos, stack_h)
+                root = treap_insert(U, ctr, ht_get(HT, state, k), x, order_key, x_ms, lo, pos, stack_h, fresh)
                 ht_put(HT, ctr, state, k, root)
         out = RawOutput(out_se[: 2 * n_out], out_off[: n_out + 1], out_var[:n_ent], out_pos[:n_ent])
         return Step(NodeStore(E, U, HT, ctr), out)

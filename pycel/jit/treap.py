@@ -10,11 +10,14 @@ have left the window while a child has not, so the enumerator checks ``U_CMS`` b
 reads the content.
 
 Both operations copy the nodes on their path (older roots stay valid: runs that already
-took a subtree keep it) and drop subtrees whose max-start fell below ``lo``:
+took a subtree keep it), except nodes the same event made for the same treap and no run
+took yet (ids from ``fresh`` on: they change in place), and drop subtrees whose max-start
+fell below ``lo``:
 
 * :func:`treap_insert` adds a content, O(log n) expected;
 * :func:`treap_split` cuts a root into the runs with key < v (or ≤ v) and the rest, O(log n)
-  new nodes: an event takes the runs on one side of its value as one root.
+  new nodes (only for the sides the caller keeps): an event takes the runs on one side of
+  its value as one root.
 
 Neither grows the arena nor the stack: each copies nodes of one root-to-leaf path, at
 most the root's height, and ``ctr[C_MAX_DEPTH]`` holds the greatest height an insertion
@@ -25,8 +28,8 @@ arrays and no growth path into them.
 
 Example::
 
-    root = treap_insert(U, ctr, root, x, key, x_ms, lo, pos, stack)
-    left, right = treap_split(U, ctr, root, v, AT_MOST, lo, pos, stack, ZERO)
+    root = treap_insert(U, ctr, root, x, key, x_ms, lo, pos, stack, fresh)
+    left, right = treap_split(U, ctr, root, v, AT_MOST, KEEP_BOTH, lo, pos, stack, ZERO, fresh)
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ TREAP_ROWS = 8
 #: treap_split's ``or_equal`` as numpy bools (a literal would give it one signature each).
 BELOW = np.bool_(False)
 AT_MOST = np.bool_(True)
+#: treap_split's ``keep``: the sides it builds (int64 scalars, for the same reason).
+KEEP_LEFT, KEEP_RIGHT = np.int64(1), np.int64(2)
+KEEP_BOTH = KEEP_LEFT | KEEP_RIGHT
 
 
 @njit(cache=True, inline="always")
@@ -90,6 +96,15 @@ def _copy(U: Ints, ctr: Ints, node: Int, pos: Int) -> Int:
 
 
 @njit(cache=True, inline="always")
+def _own(U: Ints, ctr: Ints, node: Int, pos: Int, fresh: Int) -> Int:
+    """``node`` itself if it is at least ``fresh`` (made by the same operation on the
+    same root, so nothing else refers to it yet: it may change in place), else a copy."""
+    if node >= fresh:
+        return node
+    return _copy(U, ctr, node, pos)
+
+
+@njit(cache=True, inline="always")
 def _height(U: Ints, node: Int) -> Int:
     h: Int = U[U_BIT, node & (U.shape[1] - 1)] >> HEIGHT_SHIFT
     return h
@@ -116,11 +131,16 @@ def _fix_max(U: Ints, ctr: Ints, node: Int, lo: Int) -> None:
 
 @inner
 def treap_split(
-    U: Ints, ctr: Ints, root: Int, v: Int, or_equal: Truth, lo: Int, pos: Int, stack: Ints, base: Int
-) -> tuple[Int, Int]:
+    U: Ints, ctr: Ints, root: Int, v: Int, or_equal: Truth, keep: Int, lo: Int, pos: Int, stack: Ints,
+    base: Int, fresh: Int,
+) -> tuple[Int, Int]:  # fmt: skip
     """(runs of ``root`` with key < v — ≤ v if ``or_equal`` —, the others): two new roots
-    (-1: empty); ``root`` is unchanged. The copies are noted in ``stack`` from ``base`` on
-    (``U`` and ``stack`` have room for the root's height more)."""
+    (-1: empty); ``root`` is unchanged. Only the sides in ``keep`` (:data:`KEEP_LEFT`,
+    :data:`KEEP_RIGHT` or both) are built: the other's root is -1 and its nodes are not
+    copied (half the copies of a split whose caller uses one side, and copies live as
+    long as the window). Nodes with ids from ``fresh`` on change in place (see
+    :func:`_own`). The copies are noted in ``stack`` from ``base`` on (``U`` and ``stack``
+    have room for the root's height more)."""
     mask = U.shape[1] - 1
     left_root: Int = -1
     right_root: Int = -1
@@ -129,27 +149,33 @@ def treap_split(
     top = base
     cur = root
     while cur >= 0 and _alive(U, ctr, cur, lo):
-        copy = _copy(U, ctr, cur, pos)
-        cs = copy & mask
-        stack[top] = copy
-        top += 1
-        key = U[U_KEY, cs]
+        us = cur & mask
+        key = U[U_KEY, us]
         if key < v or (or_equal and key == v):  # cur and its left subtree go left
-            if left_hook < 0:
-                left_root = copy
-            else:
-                U[U_RIGHT, left_hook & mask] = copy
-            left_hook = copy
-            cur = U[U_RIGHT, cs]
-            U[U_RIGHT, cs] = -1
+            next_cur = U[U_RIGHT, us]
+            if keep & KEEP_LEFT:
+                copy = _own(U, ctr, cur, pos, fresh)
+                stack[top] = copy
+                top += 1
+                if left_hook < 0:
+                    left_root = copy
+                else:
+                    U[U_RIGHT, left_hook & mask] = copy
+                left_hook = copy
+                U[U_RIGHT, copy & mask] = -1
         else:
-            if right_hook < 0:
-                right_root = copy
-            else:
-                U[U_LEFT, right_hook & mask] = copy
-            right_hook = copy
-            cur = U[U_LEFT, cs]
-            U[U_LEFT, cs] = -1
+            next_cur = U[U_LEFT, us]
+            if keep & KEEP_RIGHT:
+                copy = _own(U, ctr, cur, pos, fresh)
+                stack[top] = copy
+                top += 1
+                if right_hook < 0:
+                    right_root = copy
+                else:
+                    U[U_LEFT, right_hook & mask] = copy
+                right_hook = copy
+                U[U_LEFT, copy & mask] = -1
+        cur = next_cur
     # Deeper copies were made later: fix the maxima from the bottom up.
     for k in range(top - 1, base - 1, -1):
         _fix_max(U, ctr, stack[k], lo)
@@ -158,11 +184,13 @@ def treap_split(
 
 @njit(cache=True, inline="always")
 def treap_insert(
-    U: Ints, ctr: Ints, root: Int, x: Int, key: Int, x_ms: Int, lo: Int, pos: Int, stack: Ints
+    U: Ints, ctr: Ints, root: Int, x: Int, key: Int, x_ms: Int, lo: Int, pos: Int, stack: Ints, fresh: Int
 ) -> Int:
     """A new root for {x} ∪ root, x an extend node with register ``key`` and max-start
     ``x_ms`` (``U`` and ``stack`` have room for the root's height plus one more); the
-    new root's height is noted in ``ctr[C_MAX_DEPTH]`` if it is the greatest yet."""
+    new root's height is noted in ``ctr[C_MAX_DEPTH]`` if it is the greatest yet. Nodes
+    with ids from ``fresh`` on change in place (see :func:`_own`): an event that adds
+    several runs to one treap copies its path once."""
     mask = U.shape[1] - 1
     prio = _priority(x)
     new_root: Int = -1
@@ -176,7 +204,7 @@ def treap_insert(
         p = (U[U_BIT, us] & LOW_BITS) - TREAP
         if p < prio or (p == prio and U[U_CONTENT, us] < x):
             break
-        copy = _copy(U, ctr, cur, pos)
+        copy = _own(U, ctr, cur, pos, fresh)
         stack[top] = copy
         top += 1
         if hook < 0:
@@ -189,7 +217,7 @@ def treap_insert(
     if cur >= 0 and not _alive(U, ctr, cur, lo):
         cur = -1
     below = top
-    left, right = treap_split(U, ctr, cur, key, BELOW, lo, pos, stack, below)
+    left, right = treap_split(U, ctr, cur, key, BELOW, KEEP_BOTH, lo, pos, stack, below, fresh)
     node = _new(U, ctr, pos)
     ns = node & mask
     U[U_CONTENT, ns] = x
