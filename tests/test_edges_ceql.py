@@ -85,3 +85,30 @@ def test_the_smallest_int64_is_a_constant() -> None:
     found = pycel.compile(pattern).run(events)
     assert found.keys() == pycel.reference.evaluate(pattern, events).keys()
     assert [m.end for m in found] == [1, 2]
+
+
+class Stock(pycel.Event):
+    name: pycel.Field[str]
+    price: pycel.Field[float]
+
+
+class Buy(Stock): ...
+
+
+class Sell(Stock): ...
+
+
+def test_to_ceql_refuses_an_absence_filter_that_ceql_reads_otherwise() -> None:
+    """ABSENT(Buy FILTER Buy[…]) next to `Buy AS b` was printed, and the text did not parse
+    back (in CORE, 'Buy' there would also mean b); now UnsupportedError, as for FILTER."""
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    clash = pycel.seq(s, pycel.absent(Buy.where(Buy.price > 3)), b)
+    with pytest.raises(pycel.UnsupportedError, match=r"ABSENT\(… FILTER Buy: no CEQL text means"):
+        ceql.to_ceql(clash)
+    x = pycel.alias(Buy, "x")
+    for fine in (
+        pycel.seq(s, pycel.absent(x.where(x.price > 3)), b),  # renamed: no clash
+        pycel.seq(s, pycel.absent(Buy.where(Buy.price > s.price)), Sell.as_("t")),  # no Buy renamed
+    ):
+        text = ceql.to_ceql(fine)
+        assert ceql.parse_query(text, [Stock, Buy, Sell]) == fine

@@ -33,6 +33,7 @@ from pycel.dsl import (
     as_pattern,
 )
 from pycel.errors import UnsupportedError
+from pycel.language.absence import seq_chain
 from pycel.language.clauses import split_query
 from pycel.language.events import Event, event_name
 from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not, conjuncts
@@ -80,6 +81,7 @@ def to_ceql(pattern: object, *, stream: str = "S", time_attribute: str | None = 
             _check_type_name(body, var, "SELECT")
     else:
         head += "*"
+    _check_absence_filters(body)
     lines = [f"{head} FROM {quote_ident(stream)}", "WHERE " + cel_to_ceql(body)]
     partition = found.get(PartitionBy)
     if isinstance(partition, PartitionBy):
@@ -114,6 +116,27 @@ def _check_type_name(node: Pattern, var: str, where: str) -> None:
     conflict = type_name_conflict(node, var, types)
     if conflict is not None:
         raise UnsupportedError(f"{where} {var}: no CEQL text means this pattern; {conflict}")
+
+
+def _check_absence_filters(node: Pattern) -> None:
+    """Refuse an ABSENT filter whose variables CEQL would read otherwise: the parser reads
+    it over the absent event and the other parts of its sequence (``ABSENT(Buy FILTER
+    Buy[…])`` next to ``Buy AS b`` would also mean b in CORE)."""
+    if isinstance(node, Seq):
+        chain = [part for part, _ in seq_chain(node)]
+        scope = [part for part in chain if not isinstance(part, Absent)]
+        for part in chain:
+            if isinstance(part, Absent) and part.predicate is not None:
+                readable: Pattern = Atom(part.event, part.var)
+                for other in scope:
+                    readable = Seq(readable, other)
+                for var in sorted(v for v in part.predicate.variables() if v is not None):
+                    _check_type_name(readable, var, "ABSENT(… FILTER")
+            else:
+                _check_absence_filters(part)
+        return
+    for child in node.children():
+        _check_absence_filters(child)
 
 
 def _event_types(node: Pattern) -> set[type[Event]]:
