@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
 from pycel.data.ingest import EventBatch
 from pycel.jit.ordered import NAN, NULL, NUMBER, OrderedInput, ordered_input
-from pycel.language.expr import Expr
+from pycel.language.expr import Attr, Expr, expr_key
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
 
@@ -38,27 +39,73 @@ def ordered_keys(
 ) -> tuple[Ints, Ints]:
     """(keys, kinds), one row per (expression, kind "int"/"float", event type it is read
     on) and one column per event. Integer overflow on an event of that type is the
-    DataError of a filter (docs/data.md)."""
+    DataError of a filter (docs/data.md).
+
+    Rows with the same values (the same expression up to its variables, e.g. a trend's
+    ``prev(t).price`` and ``t.price``, and a comparison's threshold read by several
+    conditions) are computed once, their overflows checked on the events of all of them.
+    """
     n = len(batch)
     keys = np.zeros((max(1, len(exprs)), n), dtype=np.int64)
     kinds = np.full((max(1, len(exprs)), n), NULL, dtype=np.int64)
+    groups: dict[object, tuple[Expr[Any], str, set[str], list[int]]] = {}
+    for row, (e, kind, event) in enumerate(exprs):
+        group = groups.setdefault((_value_key(e), kind), (e, kind, set(), []))
+        group[2].add(event)
+        group[3].append(row)
     log = Overflows()
     supertypes = batch.schema.supertypes
-    for row, (e, kind, event) in enumerate(exprs):
-        is_type = np.array([event in s for s in supertypes] + [False], dtype=np.bool_)
+    for e, kind, events, rows in groups.values():
+        is_type = np.array([not events.isdisjoint(s) for s in supertypes] + [False], dtype=np.bool_)
         log.scope = is_type[batch.type_ids]
         values, valid = expression_values(e, batch, log)
-        if kind == "int":
-            keys[row] = np.where(valid, values, 0).astype(np.int64)
-            kinds[row] = np.where(valid, NUMBER, NULL)
-            continue
-        f = np.where(valid, values, 0.0).astype(np.float64) + 0.0  # -0.0 → 0.0
-        bits = f.view(np.int64)
-        keys[row] = np.where(bits >= 0, bits, bits ^ _MAGNITUDE)
-        kinds[row] = np.where(~valid, NULL, np.where(np.isnan(f), NAN, NUMBER))
+        key_row, kind_row = _int_keys(values, valid) if kind == "int" else _float_keys(values, valid)
+        for row in rows:
+            keys[row] = key_row
+            kinds[row] = kind_row
     log.scope = None
     log.raise_first(batch)
     return keys, kinds
+
+
+def _int_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> tuple[Ints, Ints]:
+    keys = values.astype(np.int64)  # a copy: ``values`` may be the batch's column
+    kinds = np.full(len(keys), NUMBER, dtype=np.int64)
+    if not valid.all():
+        invalid = ~valid
+        keys[invalid] = 0
+        kinds[invalid] = NULL
+    return keys, kinds
+
+
+def _float_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> tuple[Ints, Ints]:
+    """IEEE bits with the magnitude flipped below zero (an arithmetic shift of the sign
+    bit gives the mask), in as few passes over the batch as numpy allows."""
+    f = values.astype(np.float64)  # a copy: ``values`` may be the batch's column
+    invalid = None if valid.all() else ~valid
+    if invalid is not None:
+        f[invalid] = 0.0
+    f += 0.0  # -0.0 → 0.0
+    bits = f.view(np.int64)
+    keys = bits ^ ((bits >> 63) & _MAGNITUDE)
+    kinds = np.where(np.isnan(f), np.int64(NAN), np.int64(NUMBER))
+    if invalid is not None:
+        kinds[invalid] = NULL
+    return keys, kinds
+
+
+def _value_key(e: object) -> object:
+    """What an expression's values over a batch depend on: :func:`expr_key` without the
+    variables an attribute is read through (a column is the same column for every
+    occurrence, and for ``prev``)."""
+    if isinstance(e, Attr):
+        return ("Attr", e.name, e.dtype)
+    if isinstance(e, Expr):
+        fields: tuple[attrs.Attribute[Any], ...] = attrs.fields(type(e))  # type: ignore[arg-type]
+        return (type(e).__name__, *(_value_key(getattr(e, f.name)) for f in fields))
+    if isinstance(e, tuple):
+        return tuple(_value_key(v) for v in e)
+    return expr_key(e)
 
 
 def ordered_tables(plan: Plan, t: DfaTables, batch: EventBatch) -> OrderedInput:
@@ -73,8 +120,11 @@ def ordered_tables(plan: Plan, t: DfaTables, batch: EventBatch) -> OrderedInput:
             registers[cond.register_key] = len(reg_exprs)
             reg_exprs.append((cond.register, cond.kind, atoms[cond.source].event))
     thr_exprs = [(c.threshold, c.kind, atoms[c.target].event) for c in conds]
-    reg, reg_kind = ordered_keys(reg_exprs, batch)
-    thr, thr_kind = ordered_keys(thr_exprs, batch)
+    # One call, so that a register and a threshold with the same values (a trend's
+    # ``prev(t).price`` and ``t.price``) are computed once.
+    keys, kinds = ordered_keys(reg_exprs + thr_exprs, batch)
+    split = len(reg_exprs)
+    reg, reg_kind, thr, thr_kind = keys[:split], kinds[:split], keys[split:], kinds[split:]
     return ordered_input(
         t.outcome, t.state_register, t.cptr, t.cond,
         np.array([_OPS[c.op] for c in conds] or [0], dtype=np.int64),
