@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from pycel.data.ingest import EventBatch
 from pycel.jit.ordered import NAN, NULL, NUMBER, OrderedInput, ordered_input
-from pycel.language.expr import Attr, Expr, expr_key
+from pycel.language.expr import Arith, Attr, Expr, expr_key
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
 
@@ -46,8 +46,12 @@ def ordered_keys(
     conditions) are computed once, their overflows checked on the events of all of them.
     """
     n = len(batch)
-    keys = np.zeros((max(1, len(exprs)), n), dtype=np.int64)
-    kinds = np.full((max(1, len(exprs)), n), NULL, dtype=np.int64)
+    if not exprs:
+        return np.zeros((1, n), dtype=np.int64), np.full((1, n), NULL, dtype=np.int64)
+    # Every row is written below: no fill (each pass over a fresh 8 MB row costs its page
+    # faults too).
+    keys = np.empty((len(exprs), n), dtype=np.int64)
+    kinds = np.empty((len(exprs), n), dtype=np.int64)
     groups: dict[object, tuple[Expr[Any], str, set[str], list[int]]] = {}
     for row, (e, kind, event) in enumerate(exprs):
         group = groups.setdefault((_value_key(e), kind), (e, kind, set(), []))
@@ -56,42 +60,56 @@ def ordered_keys(
     log = Overflows()
     supertypes = batch.schema.supertypes
     for e, kind, events, rows in groups.values():
-        is_type = np.array([not events.isdisjoint(s) for s in supertypes] + [False], dtype=np.bool_)
-        log.scope = is_type[batch.type_ids]
+        log.scope = None
+        if _has_arith(e):  # only arithmetic notes overflows
+            is_type = np.array([not events.isdisjoint(s) for s in supertypes] + [False], dtype=np.bool_)
+            log.scope = is_type[batch.type_ids]
         values, valid = expression_values(e, batch, log)
-        key_row, kind_row = _int_keys(values, valid) if kind == "int" else _float_keys(values, valid)
-        for row in rows:
-            keys[row] = key_row
-            kinds[row] = kind_row
+        first, *others = rows
+        if kind == "int":
+            _int_keys(values, valid, keys[first], kinds[first])
+        else:
+            _float_keys(values, valid, keys[first], kinds[first])
+        for row in others:
+            keys[row] = keys[first]
+            kinds[row] = kinds[first]
     log.scope = None
     log.raise_first(batch)
     return keys, kinds
 
 
-def _int_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> tuple[Ints, Ints]:
-    keys = values.astype(np.int64)  # a copy: ``values`` may be the batch's column
-    kinds = np.full(len(keys), NUMBER, dtype=np.int64)
+def _int_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any], keys: Ints, kinds: Ints) -> None:
+    keys[:] = values
+    kinds.fill(NUMBER)
     if not valid.all():
         invalid = ~valid
         keys[invalid] = 0
         kinds[invalid] = NULL
-    return keys, kinds
 
 
-def _float_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> tuple[Ints, Ints]:
+def _float_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any], keys: Ints, kinds: Ints) -> None:
     """IEEE bits with the magnitude flipped below zero (an arithmetic shift of the sign
-    bit gives the mask), in as few passes over the batch as numpy allows."""
+    bit gives the mask), written into ``keys`` and ``kinds`` with one temporary."""
     f = values.astype(np.float64)  # a copy: ``values`` may be the batch's column
     invalid = None if valid.all() else ~valid
     if invalid is not None:
         f[invalid] = 0.0
     f += 0.0  # -0.0 → 0.0
     bits = f.view(np.int64)
-    keys = bits ^ ((bits >> 63) & _MAGNITUDE)
-    kinds = np.where(np.isnan(f), np.int64(NAN), np.int64(NUMBER))
+    np.right_shift(bits, 63, out=keys)
+    np.bitwise_and(keys, _MAGNITUDE, out=keys)
+    np.bitwise_xor(keys, bits, out=keys)
+    kinds.fill(NUMBER)
+    nan = np.isnan(f)
+    if nan.any():
+        kinds[nan] = NAN
     if invalid is not None:
         kinds[invalid] = NULL
-    return keys, kinds
+
+
+def _has_arith(e: Expr[Any]) -> bool:
+    """Whether ``e`` computes (integer arithmetic, of ints, times or bools, may overflow)."""
+    return isinstance(e, Arith) or any(_has_arith(c) for c in e.children())
 
 
 def _value_key(e: object) -> object:
