@@ -73,3 +73,33 @@ def test_a_slice_is_matches_of_the_same_matches(matches: pycel.Matches, part: sl
 def test_other_indexes_are_a_type_error(matches: pycel.Matches) -> None:
     with pytest.raises(TypeError, match="Matches indexes are integers or slices"):
         matches["a"]  # type: ignore[call-overload]
+
+
+def test_a_name_that_is_no_variable_of_the_query_is_a_key_error(matches: pycel.Matches) -> None:
+    """match["A"] for match["a"] returned (), as for a variable the match leaves unbound."""
+    match = matches[0]
+    assert match["a"] and match["b"]
+    for typo in ("A", "B", "x", "a "):
+        with pytest.raises(
+            KeyError, match=rf"'{typo}' is not a variable of the query; its variables are \['a', 'b'\]"
+        ):
+            match[typo]
+        with pytest.raises(KeyError):
+            match.events(typo)
+    for part in (matches[1:], matches[::2]):
+        with pytest.raises(KeyError):
+            part[0]["A"]
+
+
+def test_a_variable_the_match_leaves_unbound_is_empty() -> None:
+    """OR binds one side per match; select() drops variables from the output: both are
+    variables of the query, so they read as () where a match does not bind them."""
+    a2 = pycel.alias(A, "a2")
+    either = pycel.seq(a | a2, b).within(events=2)
+    found = pycel.compile(either).run(EVENTS)
+    assert found.keys() == pycel.reference.evaluate(either, EVENTS).keys()
+    assert {len(m["a"]) + len(m["a2"]) for m in found} == {1}
+    projected = pycel.seq(a, b).select("b")
+    found = pycel.compile(projected).run(EVENTS)
+    assert found.keys() == pycel.reference.evaluate(projected, EVENTS).keys()
+    assert all(m["a"] == () and len(m["b"]) == 1 for m in found)

@@ -31,12 +31,21 @@ class Match:
     end: int
     valuation: tuple[tuple[str, tuple[int, ...]], ...]
     source: Any = attrs.field(default=None, eq=False, order=False, repr=False)
+    #: Every variable of the query, when known: another name is a KeyError (a typo).
+    known: tuple[str, ...] | None = attrs.field(default=None, eq=False, order=False, repr=False)
 
     @classmethod
-    def of(cls, start: int, end: int, valuation: Mapping[str, Sequence[int]], source: Any = None) -> Match:
+    def of(
+        cls,
+        start: int,
+        end: int,
+        valuation: Mapping[str, Sequence[int]],
+        source: Any = None,
+        known: tuple[str, ...] | None = None,
+    ) -> Match:
         """Build a match, normalizing the valuation (sorted variables and positions)."""
         items = tuple(sorted((v, tuple(sorted(set(p)))) for v, p in valuation.items() if p))
-        return cls(start, end, items, source)
+        return cls(start, end, items, source, known)
 
     @property
     def variables(self) -> dict[str, tuple[int, ...]]:
@@ -44,7 +53,10 @@ class Match:
         return dict(self.valuation)
 
     def __getitem__(self, var: str) -> tuple[int, ...]:
-        """The positions bound to ``var`` (empty when the match does not bind it)."""
+        """The positions bound to ``var`` (empty when the match does not bind it); a name
+        that is not a variable of the query is a KeyError (for a match of ``query.run``)."""
+        if self.known is not None and var not in self.known:
+            raise KeyError(f"{var!r} is not a variable of the query; its variables are {list(self.known)}")
         return self.variables.get(var, ())
 
     def positions(self) -> tuple[int, ...]:
@@ -74,6 +86,9 @@ class Matches:
     positions: npt.NDArray[np.int64]
     variables: tuple[str, ...]
     source: Any = None
+    #: Whether ``variables`` are all the query's (so ``match[name]`` can refuse others);
+    #: False when they were gathered from the matches themselves (``from_list``).
+    variables_complete: bool = True
 
     @classmethod
     def empty(cls, variables: tuple[str, ...] = ()) -> Matches:
@@ -102,6 +117,7 @@ class Matches:
             np.array(var_ids, dtype=np.int32),
             np.array(positions, dtype=np.int64),
             tuple(names),
+            variables_complete=False,
         )
 
     @classmethod
@@ -129,6 +145,7 @@ class Matches:
             np.concatenate([p.positions for p in parts]),
             tuple(names),
             parts[-1].source,
+            all(p.variables_complete for p in parts),
         )
 
     def __len__(self) -> int:
@@ -156,7 +173,8 @@ class Matches:
         valuation: dict[str, list[int]] = {}
         for var, pos in zip(self.var_ids[lo:hi].tolist(), self.positions[lo:hi].tolist(), strict=True):
             valuation.setdefault(self.variables[var], []).append(pos)
-        return Match.of(int(self.starts[k]), int(self.ends[k]), valuation, self.source)
+        known = self.variables if self.variables_complete else None
+        return Match.of(int(self.starts[k]), int(self.ends[k]), valuation, self.source, known)
 
     def __iter__(self) -> Iterator[Match]:
         return (self[k] for k in range(len(self)))
@@ -236,6 +254,7 @@ def gather(m: Matches, picked: npt.NDArray[np.int64]) -> Matches:
         m.positions[entries],
         m.variables,
         m.source,
+        m.variables_complete,
     )
 
 
@@ -251,4 +270,5 @@ def take(m: Matches, keep: npt.NDArray[np.bool_]) -> Matches:
         m.positions[entries],
         m.variables,
         m.source,
+        m.variables_complete,
     )
