@@ -6,9 +6,13 @@ compared with the reference evaluator.
 
 from __future__ import annotations
 
+import gzip
 import importlib.metadata
+import io
 import json
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -189,3 +193,58 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = cli(capsys, "--version")
     assert code == 0, err
     assert out.strip() == f"pycel {importlib.metadata.version('pycel')}"
+
+
+# -- files that are not plain comma-separated text ---------------------------------------------
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+def _zip(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("stocks.csv", data)
+    return buffer.getvalue()
+
+
+def _parquet(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    pd.read_csv(io.BytesIO(data)).to_parquet(buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("pack", "said"),
+    [
+        (_gzip, "gzip-compressed"),
+        (_zip, "a zip archive"),
+        (_parquet, "Parquet: name it .parquet or give --input-format parquet"),
+    ],
+)
+def test_a_binary_file_read_as_csv_says_what_it_looks_like(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pack: Any, said: str
+) -> None:
+    """The error showed the file's first 80 bytes as 'not UTF-8 text'."""
+    data = tmp_path / "events.csv"
+    data.write_bytes(pack((EXAMPLES / "stocks.csv").read_bytes()))
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, data)
+    assert (code, out) == (1, ""), err
+    assert f"looks like {said}" in err
+    assert "\\x" not in err
+
+
+@pytest.mark.parametrize("separator", [";", "\t", "|"])
+def test_another_separator_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], separator: str
+) -> None:
+    """A semicolon- or tab-separated file: the error listed one column named by the whole
+    header line."""
+    data = tmp_path / "events.csv"
+    pd.read_csv(EXAMPLES / "stocks.csv").to_csv(data, sep=separator, index=False)
+    for query in (WINDOWED, "SELECT * FROM S WHERE SELL"):
+        code, out, err = cli(capsys, "run", "-d", DECL, "--query", query, data)
+        assert (code, out) == (1, ""), err
+        assert f"the header row holds {separator!r} but no ','" in err
+        assert "comma-separated" in err

@@ -55,6 +55,12 @@ _SKIPPED = re.compile(r"Skipping line (\d+): expected (\d+) fields, saw (\d+)")
 # A byte that is not part of UTF-8 text (always >= 0x80) is passed to pyarrow as the
 # private-use character U+F0000 + byte, and comes back as the surrogate U+DC00 + byte
 # (Python's surrogateescape), so the cell shows the bytes of the file.
+#: The first bytes of files that are not CSV text, and what to say about them.
+_NOT_CSV = (
+    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip), pycel run reads plain CSV"),
+    (b"PK\x03\x04", "a zip archive: extract the CSV file first"),
+    (b"PAR1", "Parquet: name it .parquet or give --input-format parquet"),
+)
 _MARKS = "[\U000f0080-\U000f00ff]"
 _UNMARK = {0xF0000 + b: 0xDC00 + b for b in range(0x80, 0x100)}
 
@@ -156,6 +162,9 @@ class CsvSource:
             self._skip_byte_order_mark()
             return [self.type_column, *positions]
         line = self.handle.readline()
+        for magic, kind in _NOT_CSV:
+            if line.startswith(magic):
+                raise InputError(f"the file looks like {kind}, not CSV text")
         try:
             first = line.decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -164,6 +173,12 @@ class CsvSource:
         if not first.strip():
             return self._no_header_row()
         header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+        other = next((sep for sep in ";\t|" if len(header) == 1 and sep in header[0]), None)
+        if other is not None:
+            raise InputError(
+                f"the header row holds {other!r} but no ',': pycel run reads comma-separated values "
+                f"(convert the file, e.g. pandas.read_csv(path, sep={other!r}).to_csv(new_path, index=False))"
+            )
         events = [
             name for name in header if name in self.schema.event_fields and name not in self.schema.fields
         ]
