@@ -94,6 +94,41 @@ def run(pattern: pycel.Pattern, events: pd.DataFrame) -> pycel.Matches:
     return pycel.compile(pattern).run(events)
 
 
+def index_shape(pattern: pycel.Pattern, events: pd.DataFrame, window: int) -> dict[str, float]:
+    """What the indexed form's store holds after the stream (untimed): heap (treap) and
+    extend nodes made per event, the largest treaps' mean number of nodes (per key, in the
+    state whose treaps are largest) and mean node depth, the greatest treap height, and
+    the heap arena's live nodes and capacity."""
+    from pycel.jit.store import C_E_NEXT, C_MAX_DEPTH, C_U_NEXT, H_STATE, H_VAL, U_LEFT, U_MS, U_RIGHT
+
+    stream = pycel.compile(pattern).stream()
+    stream.push(events)
+    store, n = stream.runner.store, len(events)
+    U, HT, ctr = store.U, store.HT, store.ctr
+    lo, mask, oldest = n - 1 - window, U.shape[1] - 1, int(ctr[C_U_NEXT]) - U.shape[1]
+    sizes: dict[int, list[tuple[int, int]]] = {}  # state: (nodes, sum of depths) per key
+    for slot in np.flatnonzero(HT[H_STATE] >= 0):
+        todo, nodes, depths = [(int(HT[H_VAL, slot]), 1)], 0, 0
+        while todo:
+            node, depth = todo.pop()
+            if node < 0 or node < oldest or U[U_MS, node & mask] < lo:
+                continue
+            nodes, depths = nodes + 1, depths + depth
+            todo += [(int(U[U_LEFT, node & mask]), depth + 1), (int(U[U_RIGHT, node & mask]), depth + 1)]
+        sizes.setdefault(int(HT[H_STATE, slot]), []).append((nodes, depths))
+    largest = max(sizes.values(), key=lambda rows: sum(r[0] for r in rows), default=[(0, 0)])
+    stats = stream.stats()
+    return {
+        "heap nodes/event": ctr[C_U_NEXT] / n,
+        "extend nodes/event": ctr[C_E_NEXT] / n,
+        "treap nodes": sum(r[0] for r in largest) / len(largest),
+        "mean depth": sum(r[1] for r in largest) / max(1, sum(r[0] for r in largest)),
+        "max height": int(ctr[C_MAX_DEPTH]),
+        "live heap nodes": stats["live_heap_nodes"],
+        "heap capacity": stats["heap_capacity"],
+    }
+
+
 def timed(f: Callable[[], pycel.Matches], repeat: int) -> tuple[float, pycel.Matches]:
     """(median CPU seconds of ``repeat`` calls after an untimed one, the last result)."""
     result = f()
@@ -128,6 +163,7 @@ def main() -> None:
     args = parser.parse_args()
     events = quotes(args.events, args.keys)
     rows = []
+    shapes: list[tuple[str, int, dict[str, float]]] = []
     for name, make in (("rise", rise), ("trend", trend)):
         for w in (int(x) for x in args.windows.split(",")):
             indexed_s, indexed = timed(lambda m=make, w=w: run(m(w, False), events), args.repeat)
@@ -142,7 +178,8 @@ def main() -> None:
             if name == "trend":
                 check_trend(indexed, events)
             rows.append((name, w, len(indexed), args.events / indexed_s, indexed_s, post_s))
-            print(f"{name} window {w}: {rows[-1]}", flush=True)
+            shapes.append((name, w, index_shape(make(w, False), events, w)))
+            print(f"{name} window {w}: {rows[-1]} {shapes[-1][2]}", flush=True)
     lines = [
         "# Comparisons between occurrences: the ordered run index vs post-filters",
         "",
@@ -159,6 +196,23 @@ def main() -> None:
         post_text = f"{y:.3f}" if y is not None else "not run"
         ratio = f"{y / x:.1f}×" if y is not None else "-"
         lines.append(f"| {name} | {w:,} | {m:,} | {rate / 1e6:.2f}M | {x:.3f} | {post_text} | {ratio} |")
+    lines += [
+        "",
+        "What the indexed form's store holds after the stream (untimed; `index_shape`): heap (treap)",
+        "and extend nodes made per event; per key, in the state whose treaps are largest, the mean",
+        "number of treap nodes inside the window and their mean depth; the greatest treap height;",
+        "the heap arena's nodes made inside the window and its capacity.",
+        "",
+        "| pattern | window | heap nodes/event | extend nodes/event | treap nodes | mean depth | max height "
+        "| live heap nodes | heap capacity |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, w, sh in shapes:
+        lines.append(
+            f"| {name} | {w:,} | {sh['heap nodes/event']:.2f} | {sh['extend nodes/event']:.2f} "
+            f"| {sh['treap nodes']:.1f} | {sh['mean depth']:.2f} | {sh['max height']} "
+            f"| {int(sh['live heap nodes']):,} | {int(sh['heap capacity']):,} |"
+        )
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
