@@ -3,6 +3,7 @@ culprit and a hint at what CEQL writes instead."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,29 @@ def test_to_ceql_refuses_an_absence_filter_that_ceql_reads_otherwise() -> None:
     ):
         text = ceql.to_ceql(fine)
         assert ceql.parse_query(text, [Stock, Buy, Sell]) == fine
+
+
+def test_a_seconds_window_on_a_number_attribute_is_warned() -> None:
+    """WITHIN 1 SECONDS over stock_time (an int holding milliseconds in CORE's data) reads
+    its values as seconds: one unit, silently. Now a CeqlWarning says so."""
+    text = "SELECT * FROM S WHERE SELL AS s ; BUY AS b WITHIN 1 MINUTES [stock_time]"
+    with pytest.warns(ceql.CeqlWarning, match=r"stock_time is a number \(int\), not a timestamp") as caught:
+        pattern = ceql.parse_query(text, DECL)
+    message = str(caught[0].message)
+    assert "stock_time(end) - stock_time(start) <= 60" in message and "(line 1, column 51)" in message
+    sell, buy = DECL["SELL"], DECL["BUY"]
+    events = [sell(name="A", volume=1, price=1.0, stock_time=t) for t in (0, 100)]
+    events += [buy(name="A", volume=1, price=1.0, stock_time=t) for t in (150, 200)]
+    found = pycel.compile(pattern).run(events)
+    assert found.keys() == pycel.reference.evaluate(pattern, events).keys()
+    assert sorted((m.start, m.end) for m in found) == [(1, 2)]  # 60 units, as warned
+
+
+def test_a_seconds_window_on_a_timestamp_is_not_warned() -> None:
+    decl = ceql.parse_declaration(
+        "CREATE STREAM S { EVENT A { t: primary_time }, EVENT B { t: primary_time } }"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ceql.parse_query("SELECT * FROM S WHERE A ; B WITHIN 1 MINUTES", decl)
+        ceql.parse_query("SELECT * FROM S WHERE SELL ; BUY WITHIN 60000 [stock_time]", DECL)

@@ -35,6 +35,7 @@ from pycel.dsl import (
     Select,
     Seq,
     Strategy_,
+    Within,
 )
 from pycel.errors import CeqlSyntaxError, PatternError
 from pycel.language.absence import seq_chain
@@ -165,7 +166,9 @@ class _QueryParser:
             partition = self.partition_list()
             clauses = clauses[1:]
         if cur.accept_keyword("WITHIN"):
+            size_tok = cur.peek()
             node = self.windows.window(node)
+            self.warn_seconds_on_a_number(node, size_tok)
             clauses = clauses[clauses.index("WITHIN") + 1 :]
         if partition:
             node = PartitionBy(node, partition)
@@ -192,6 +195,28 @@ class _QueryParser:
             expected = "expected " + ", ".join(clauses + ["the end of the query"])
             raise cur.error(expected, hint=cur.foreign_operator() if clauses[:1] == ["PARTITION BY"] else "")
         return node
+
+    def warn_seconds_on_a_number(self, node: Pattern, tok: Token) -> None:
+        """A CeqlWarning when WITHIN … SECONDS (MINUTES, HOURS) measures a number
+        attribute: its values count as seconds, whatever unit the data uses."""
+        if not (isinstance(node, Within) and node.unit == "seconds" and node.on is not None):
+            return
+        on = node.on
+        dtypes = {cls.__fields__[on] for cls in self.types.values() if on in cls.__fields__}
+        if "time" in dtypes or not dtypes:
+            return
+        size = f"{node.size:g}"
+        warnings.warn(
+            located(
+                f"WITHIN … SECONDS: {on} is a number ({'/'.join(sorted(dtypes))}), not a timestamp, so "
+                f"its values count as seconds ({on}(end) - {on}(start) <= {size})",
+                tok,
+            )
+            + f"; if {on} counts another unit, write WITHIN n [{on}] in that unit, or declare it "
+            "primary_time (the command line's --time-unit gives its unit)",
+            CeqlWarning,
+            stacklevel=4,  # the caller of parse_query
+        )
 
     def checked_selection(
         self, body: Pattern, select: list[tuple[str, Token, Token | None]]
