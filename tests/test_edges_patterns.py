@@ -91,3 +91,38 @@ def test_the_cli_prints_the_partition_warning(tmp_path: Path, capsys: pytest.Cap
     assert code == 0, err
     assert out == ""
     assert "pycel: warning: partition_by('sensor')" in err
+
+
+# -- event types written like dataclasses ------------------------------------------------------
+
+
+def test_a_field_default_is_refused() -> None:
+    """`qty: Field[int] = 5` was accepted and ignored: Order() had qty null, and a filter
+    qty == 5 found nothing."""
+    with pytest.raises(pycel.PatternError, match=r"Order\.qty = 5: an attribute takes no default value"):
+
+        class Order(pycel.Event):
+            qty: pycel.Field[int] = 5
+
+
+def test_an_annotation_without_field_is_named_in_the_errors() -> None:
+    """`price: float` (no Field) is not an attribute; the errors said only 'its attributes
+    are []'. Now they say how to declare it."""
+
+    class Tick(pycel.Event):
+        price: float
+        venue: pycel.Field[str]
+
+    hint = r"Tick annotates 'price' without pycel\.Field: write price: pycel\.Field\[float\]"
+    with pytest.raises(pycel.PatternError, match=hint):
+        Tick(price=1.0)
+    t = pycel.alias(Tick, "t")
+    with pytest.raises(pycel.PatternError, match=hint):
+        t.price  # noqa: B018
+    with pytest.raises(AttributeError, match=hint):
+        Tick.price  # type: ignore[misc]  # noqa: B018
+    # The declared attribute works as usual.
+    pattern = t.where(t.venue == "X")
+    events = [Tick(venue="X"), Tick(venue="Y")]
+    assert pycel.compile(pattern).run(events).keys() == pycel.reference.evaluate(pattern, events).keys()
+    assert not hasattr(Tick, "nothing")

@@ -128,16 +128,34 @@ class EventMeta(type):
         fields: dict[str, str] = {}
         for base in reversed(bases):
             fields.update(getattr(base, "__fields__", {}))
+        plain: dict[str, str] = {}  # annotations that are not Field[...]: for error hints
+        for base in reversed(bases):
+            plain.update(getattr(base, "__plain_annotations__", {}))
         for attr, ann in ns.get("__annotations__", {}).items():
             dtype = _dtype_from_annotation(ann, ns.get("__module__", "builtins"))
             if dtype is None:
+                if not attr.startswith("_"):
+                    plain[attr] = getattr(ann, "__name__", str(ann))
                 continue
+            if attr in ns:
+                raise PatternError(
+                    f"{name}.{attr} = {ns[attr]!r}: an attribute takes no default value (an "
+                    "attribute left out of an event is null); give the value when creating events"
+                )
             if attr in fields and fields[attr] != dtype:
                 raise PatternError(f"{name}.{attr} is {dtype} but a base class declares it {fields[attr]}")
             fields[attr] = dtype
             ns[attr] = Field(dtype, attr)
         ns["__fields__"] = fields
+        ns["__plain_annotations__"] = {a: t for a, t in plain.items() if a not in fields}
         return super().__new__(mcs, name, bases, ns)
+
+    if not TYPE_CHECKING:  # (mypy must keep refusing unknown class attributes)
+
+        def __getattr__(cls, name: str) -> Any:
+            raise AttributeError(
+                f"type object {cls.__name__!r} has no attribute {name!r}{field_hint(cls, name)}"
+            )
 
     def __pycel_pattern__(cls) -> Pattern:
         """The one-event pattern an event type stands for (see :mod:`pycel.language.patternlike`).
@@ -169,6 +187,16 @@ class EventMeta(type):
         return as_pattern(other) & cast("type[Event]", cls)
 
 
+def field_hint(cls: type, attr: str) -> str:
+    """``"; T annotates 'x' without pycel.Field: …"`` when class ``cls`` annotates ``attr``
+    with a plain type (a dataclass habit), else ``""``: for errors about unknown attributes."""
+    plain: dict[str, str] = getattr(cls, "__plain_annotations__", {})
+    if attr not in plain:
+        return ""
+    fix = f"{attr}: pycel.Field[{plain[attr]}]"
+    return f"; {event_name(cls)} annotates {attr!r} without pycel.Field: write {fix}"
+
+
 class Event(metaclass=EventMeta):
     """Base class of event types. Subclass it and annotate attributes with ``Field[T]``.
 
@@ -187,6 +215,7 @@ class Event(metaclass=EventMeta):
             if key not in cls.__fields__:
                 raise PatternError(
                     f"{event_name(cls)} has no attribute {key!r}; it has {sorted(cls.__fields__)}"
+                    + field_hint(cls, key)
                 )
             self.__dict__[key] = value
 
@@ -252,7 +281,7 @@ class Alias:
         # An AttributeError (so hasattr() works) that is also a PatternError, naming the type.
         raise UnknownAttributeError(
             f"{self._var!r} is an occurrence of event type {event_name(cls)}, which has no "
-            f"attribute {name!r}; its attributes are {sorted(cls.__fields__)}"
+            f"attribute {name!r}; its attributes are {sorted(cls.__fields__)}{field_hint(cls, name)}"
         )
 
     def __rshift__(self, other: PatternLike) -> Pattern:
@@ -316,7 +345,7 @@ class PrevAlias:
             self.__pycel_pattern__()
         raise UnknownAttributeError(
             f"{self!r} reads occurrence {self._var!r} of event type {event_name(cls)}, which has "
-            f"no attribute {name!r}; its attributes are {sorted(cls.__fields__)}"
+            f"no attribute {name!r}; its attributes are {sorted(cls.__fields__)}{field_hint(cls, name)}"
         )
 
     def __repr__(self) -> str:
