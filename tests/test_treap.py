@@ -17,7 +17,7 @@ import pytest
 from numba import njit
 
 from pycel.jit.enumerate import U_CMS
-from pycel.jit.store import C_U_NEXT, N_COUNTERS, U_BIT, U_CONTENT, U_LEFT, U_MS, U_RIGHT
+from pycel.jit.store import C_U_NEXT, N_COUNTERS, U_BIT, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO
 from pycel.jit.treap import (
     AT_MOST,
     BELOW,
@@ -32,6 +32,8 @@ from pycel.jit.treap import (
 )
 
 Ints = np.ndarray
+# The wrappers pass int64 scalars (ZERO), not literals: a literal argument would compile
+# another signature of the treap functions in this process (test_kernel_types counts them).
 
 
 @njit(cache=False)
@@ -39,7 +41,7 @@ def _insert_one_each(U: Ints, ctr: Ints, root: int, keys: Ints, first: int, stac
     """Content first + i with key keys[i], each at its own position (one event each)."""
     for i in range(keys.shape[0]):
         x = first + i
-        root = treap_insert(U, ctr, root, x, keys[i], x, 0, x, stack, ctr[C_U_NEXT])
+        root = treap_insert(U, ctr, root, x, keys[i], x, ZERO, x, stack, ctr[C_U_NEXT])
     return root
 
 
@@ -48,14 +50,14 @@ def _insert_in_one_event(U: Ints, ctr: Ints, root: int, keys: Ints, first: int, 
     """Contents first + i with keys[i], all made by the event at ``pos``."""
     fresh = ctr[C_U_NEXT]
     for i in range(keys.shape[0]):
-        root = treap_insert(U, ctr, root, first + i, keys[i], pos, 0, pos, stack, fresh)
+        root = treap_insert(U, ctr, root, first + i, keys[i], pos, ZERO, pos, stack, fresh)
     return root
 
 
 @njit(cache=False)
 def _split(U: Ints, ctr: Ints, root: int, v: int, or_equal: bool, keep: int, stack: Ints) -> tuple[int, int]:
     fresh = ctr[C_U_NEXT]
-    return treap_split(U, ctr, root, v, or_equal, keep, 0, ctr[C_U_NEXT], stack, 0, fresh)
+    return treap_split(U, ctr, root, v, or_equal, keep, ZERO, ctr[C_U_NEXT], stack, ZERO, fresh)
 
 
 def _treap(keys: list[int]) -> tuple[Ints, Ints, Ints, int]:

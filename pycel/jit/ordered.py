@@ -32,6 +32,7 @@ from .store import (
     C_MAX_DEPTH,
     C_U_NEXT,
     E_MS,
+    H_STATE,
     LIVE_ONLY,
     NO_NODE,
     ZERO,
@@ -101,7 +102,7 @@ def _holds(op: Int, r: Int, t: Int) -> Truth:
 def _pieces(
     U: Ints, ctr: Ints, HT: Ints, s: Int, k: Int, j: Int, outcome: Ints, cptr: Ints, cond: Ints,
     cond_op: Ints, thr: Ints, thr_kind: Ints, t: Int, u: Int, lo: Int, pos: Int, rest: Int,
-    roots: Ints, masks: Ints, values: Ints, piece_bits: Ints, stack: Ints,
+    roots: Ints, masks: Ints, values: Ints, piece_bits: Ints, stack: Ints, sides: Truth,
 ) -> Int:  # fmt: skip
     """How many pieces the runs of state ``s`` and key ``k`` (the treap ``rest``) were cut
     into, each a root (``roots``) whose runs all give the outcome bits ``masks`` for event
@@ -166,6 +167,8 @@ def _pieces(
     n = ZERO
     fresh = ctr[C_U_NEXT]  # the right sides split off below: only ``rest`` refers to them
     for piece in range(last_used + 1):
+        if rest < 0:
+            break  # nothing left to cut (an empty treap: no split called at all)
         p = piece // 2
         used = taken >> piece_bits[piece] & 1
         if piece == 2 * m:
@@ -185,6 +188,8 @@ def _pieces(
             roots[n] = root
             masks[n] = piece_bits[piece]
             n += 1
+    if not sides:
+        return n
     side = ht_get(HT, s | SIDE_NAN, k)
     if side >= 0 and taken >> nan_bits & 1:
         roots[n] = side
@@ -258,6 +263,17 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             enumerate_matches = _enumerate_ordered_distinct
         else:
             enumerate_matches = _enumerate_ordered
+        # Whether a treap of NaN or null registers may exist: two lookups per conditioned
+        # state and event saved when none does. A scan of H answers it when that is cheap
+        # next to the batch (else assume one may); an insertion into one sets it.
+        sides = True
+        if n >= HT.shape[1] // 64:
+            sides = False
+            for i in range(HT.shape[1]):
+                h_state = HT[H_STATE, i]
+                if h_state >= 0 and h_state & (SIDE_NAN | SIDE_NULL) != 0:
+                    sides = True
+                    break
         for j in range(n):
             if not key_valid[j]:
                 continue
@@ -311,7 +327,7 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
                 else:
                     count = _pieces(
                         U, ctr, HT, s, k, j, outcome, cptr, cond, cond_op, thr, thr_kind, t, u, lo, pos,
-                        ht_get(HT, s, k), roots, masks, values, piece_bits, stack_h,
+                        ht_get(HT, s, k), roots, masks, values, piece_bits, stack_h, sides,
                     )  # fmt: skip
                 for p in range(count):
                     for r in range(t, u):
@@ -357,8 +373,10 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
                         order_key = reg[r_row, j]
                     elif kind == NAN:
                         state = d | SIDE_NAN
+                        sides = True
                     else:
                         state = d | SIDE_NULL
+                        sides = True
                 x_ms = E[E_MS, x & (E.shape[1] - 1)]
                 root = treap_insert(U, ctr, ht_get(HT, state, k), x, order_key, x_ms, lo, pos, stack_h, fresh)
                 ht_put(HT, ctr, state, k, root)
