@@ -248,3 +248,14 @@ def test_another_separator_is_named(
         assert (code, out) == (1, ""), err
         assert f"the header row holds {separator!r} but no ','" in err
         assert "comma-separated" in err
+
+
+def test_a_directory_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Parquet dataset directory (as Spark writes one) said only 'Is a directory'."""
+    folder = tmp_path / "events.parquet"
+    folder.mkdir()
+    pd.read_csv(EXAMPLES / "stocks.csv").to_parquet(folder / "part-0.parquet")
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, folder)
+    assert (code, out) == (2, ""), err
+    assert f"{folder} is a directory: pycel run reads one CSV or Parquet file" in err
+    assert "pyarrow.parquet.read_table" in err

@@ -309,6 +309,12 @@ def _run(args: argparse.Namespace) -> int:
         )
     try:
         source = open_source(args.data, Schema.of(loaded.declaration), options)
+    except IsADirectoryError:
+        raise UsageError(
+            f"{label} is a directory: pycel run reads one CSV or Parquet file (a Parquet dataset, "
+            "as Spark writes one, can be joined into one: pyarrow.parquet.read_table(directory) "
+            "then pyarrow.parquet.write_table(table, 'events.parquet'), in the events' order)"
+        ) from None
     except OSError as err:
         raise UsageError(f"cannot read {label}: {err.strerror or err}") from None
     except DataError as err:
