@@ -259,3 +259,18 @@ def test_a_directory_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert (code, out) == (2, ""), err
     assert f"{folder} is a directory: pycel run reads one CSV or Parquet file" in err
     assert "pyarrow.parquet.read_table" in err
+
+
+def test_a_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pycel explain checks the query and then compiles it: each warning was printed twice."""
+    query = tmp_path / "q.ceql"
+    query.write_text(
+        "CREATE STREAM S { EVENT Reading { sensor: string }, EVENT Alarm { level: int } }\n"
+        "SELECT * FROM S WHERE Reading AS r ; Alarm AS r PARTITION BY [sensor]\n"
+    )
+    code, out, err = cli(capsys, "explain", query)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert "partition_by('sensor')" in lines[0] or "partition_by('sensor')" in lines[1]
+    assert any("bound on both sides" in line for line in lines)

@@ -433,9 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     quiet = getattr(args, "quiet", False)
+    said: set[str] = set()  # explain checks a query, then compiles it: say each warning once
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        if not quiet:
+        if not quiet and str(message) not in said:
+            said.add(str(message))
             _say(f"warning: {message}")
 
     with warnings.catch_warnings():
