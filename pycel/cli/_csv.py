@@ -50,17 +50,13 @@ from pycel.data.files import (
     first_true,
 )
 
+from ._sniff import refuse_foreign_header, refuse_header_row, refuse_not_csv
+
 _OVERFLOW = "\0overflow"  # positional reading: an extra column that catches rows with too many fields
 _SKIPPED = re.compile(r"Skipping line (\d+): expected (\d+) fields, saw (\d+)")
 # A byte that is not part of UTF-8 text (always >= 0x80) is passed to pyarrow as the
 # private-use character U+F0000 + byte, and comes back as the surrogate U+DC00 + byte
 # (Python's surrogateescape), so the cell shows the bytes of the file.
-#: The first bytes of files that are not CSV text, and what to say about them.
-_NOT_CSV = (
-    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip), pycel run reads plain CSV"),
-    (b"PK\x03\x04", "a zip archive: extract the CSV file first"),
-    (b"PAR1", "Parquet: name it .parquet or give --input-format parquet"),
-)
 _MARKS = "[\U000f0080-\U000f00ff]"
 _UNMARK = {0xF0000 + b: 0xDC00 + b for b in range(0x80, 0x100)}
 
@@ -162,9 +158,7 @@ class CsvSource:
             self._skip_byte_order_mark()
             return [self.type_column, *positions]
         line = self.handle.readline()
-        for magic, kind in _NOT_CSV:
-            if line.startswith(magic):
-                raise InputError(f"the file looks like {kind}, not CSV text")
+        refuse_not_csv(line)
         try:
             first = line.decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -173,23 +167,7 @@ class CsvSource:
         if not first.strip():
             return self._no_header_row()
         header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
-        other = next((sep for sep in ";\t|" if len(header) == 1 and sep in header[0]), None)
-        if other is not None:
-            raise InputError(
-                f"the header row holds {other!r} but no ',': pycel run reads comma-separated values "
-                f"(convert the file, e.g. pandas.read_csv(path, sep={other!r}).to_csv(new_path, index=False))"
-            )
-        events = [
-            name for name in header if name in self.schema.event_fields and name not in self.schema.fields
-        ]
-        if events and opts.type_column not in header:
-            # A header naming a declared event type is a data row: taking it as the header
-            # would drop that event (or name its values as columns).
-            cells = ",".join(header)
-            raise InputError(
-                f"line 1 looks like an event ({cells[:80]}), not a header row: the first line must "
-                "name the columns; give --no-header if the file has no header row"
-            )
+        refuse_foreign_header(header, self.schema, opts.type_column)
         if opts.type_column is None:
             self.type_column = header[0]
         elif opts.type_column not in header:
@@ -449,7 +427,7 @@ class CsvSource:
         if missing.any():
             raise InputError("missing event type", row=base + first_true(missing), column=self.type_column)
         if not self.options.header and base == 0:
-            self._refuse_header_row(raw.iloc[0])
+            refuse_header_row(raw.iloc[0], self.schema, self.type_column)
         check_event_types(names, self.schema, base, self.type_column)
         text = self._positional(raw, names, base) if self.positional else raw
         attributes = [c for c in text.columns if c in self.schema.fields and c != self.type_column]
@@ -462,21 +440,6 @@ class CsvSource:
             dtype = self.schema.fields[attr]
             out[attr] = convert_column(text[attr], dtype, base, attr, self.options.time_unit)
         return pd.DataFrame(out)
-
-    def _refuse_header_row(self, first: pd.Series) -> None:
-        """With --no-header, a first row whose type is not declared and whose cells name
-        declared attributes is the file's header row: say so instead of 'unknown event
-        type'."""
-        if first[self.type_column] in self.schema.event_fields:
-            return
-        named = [c for c in first.tolist() if isinstance(c, str) and c.strip() in self.schema.fields]
-        if named:
-            raise InputError(
-                f"the row looks like a header row (it names the attributes {', '.join(named)}): "
-                "drop --no-header if the file has one",
-                row=0,
-                column=self.type_column,
-            )
 
     def _positional(self, raw: pd.DataFrame, names: pd.Series, base: int) -> pd.DataFrame:
         """Cells by attribute name, from each row's event type's attribute order."""
