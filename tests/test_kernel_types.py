@@ -142,10 +142,7 @@ def test_each_loop_compiles_once_whatever_the_query() -> None:
     shared = (store.ht_rebuild, store.heap_insert, store.ensure_room, store.ht_get, store.ht_put)
     enumerators = (enumerate_module._enumerate, enumerate_module._enumerate_distinct)
     ordered_helpers = (treap.treap_split, enumerate_module._enumerate_ordered)
-    chosen = (
-        choose.choose_last, choose.choose_next, choose._push_children, choose._step_back, choose._add_layer,
-        choose._write_layers, choose._first_layer, choose._region, choose._visit,
-    )  # fmt: skip
+    chosen = (choose.choose_last, choose.choose_next)  # (their helpers are inlined into them)
     pruning = (enumerate_module._enumerate_residual, residual.residual_holds, residual._evaluate)
     for helper in (*shared, *ordered_helpers, *enumerators, *chosen, *pruning):
         assert len(helper.signatures) <= 1, (helper.py_func.__qualname__, helper.signatures)
@@ -248,6 +245,55 @@ def test_an_ordered_query_compiles_no_heap_insertion(tmp_path: Path) -> None:
     assert any("run_batch_ordered" in name for name in compiled), sorted(compiled)
     for unused in ("heap_insert", "_insert", "_merge", "_seen_before", "run_batch_all"):
         assert not any(name.split(".")[-1] == unused for name in compiled), (unused, sorted(compiled))
+
+
+CHOOSER_QUERIES = textwrap.dedent(
+    """\
+    import json, random
+    from numba.core.event import install_recorder
+    import pycel
+    from pycel.reference import evaluate
+
+    class K(pycel.Event):
+        x: pycel.Field[int]
+
+    class KA(K): ...
+    class KB(K): ...
+    class KC(K): ...
+
+    rnd = random.Random(7)
+    events = [rnd.choice([KA, KB, KC])(x=rnd.randrange(3)) for _ in range(16)]
+    a, b, c = pycel.alias(KA, "a"), pycel.alias(KB, "b"), pycel.alias(KC, "c")
+    body = pycel.seq(a, pycel.plus(b | c), c)
+    patterns = [body.within(events=8).strategy("last"), body.within(events=8).strategy("next")]
+    with install_recorder("numba:compile") as recorder:
+        equal = [pycel.compile(p).run(events).keys() == evaluate(p, events).keys() for p in patterns]
+    compiled = [e.data["dispatcher"].py_func for _, e in recorder.buffer if not e.is_start]
+    names = [f"{f.__module__}.{f.__qualname__}" for f in compiled]
+    print(json.dumps({"equal": equal, "compiled": names}))
+    """
+)
+
+
+def test_a_chooser_compiles_as_one_function(tmp_path: Path) -> None:
+    """With an empty cache, LAST and NEXT with a window compile their chooser
+    (pycel/jit/choose.py) once each, with its helpers inlined into it: none of them is
+    compiled apart (each was a function of its own, compiled and optimized again in
+    every caller, about a second more of a cold first query), and NEXT compiles no sort
+    and no comparison of runs. Both equal the reference."""
+    env = {**os.environ, "PYCEL_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", CHOOSER_QUERIES], env=env, check=True, capture_output=True, text=True
+    )
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["equal"] == [True, True]
+    compiled = Counter(result["compiled"])
+    assert compiled["pycel.jit.choose.choose_last"] == 1 and compiled["pycel.jit.choose.choose_next"] == 1
+    choosers = {"pycel.jit.choose.choose_last", "pycel.jit.choose.choose_next"}
+    apart = [name for name in compiled if name.startswith("pycel.jit.choose.") and name not in choosers]
+    assert apart == [], apart
+    for unused in ("mergesort", "argsort", "quicksort", "windowed._compare"):
+        assert not any(unused in name for name in compiled), (unused, sorted(compiled))
 
 
 def _treap_heights(U: Any, root: int, lo: int, unext: int) -> tuple[int, int]:
