@@ -301,6 +301,35 @@ def test_run_group_checks_positions() -> None:
         run_group(spec, events)
 
 
+def _bound(positions: dict[str, list[int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((v, tuple(p)) for v, p in sorted(positions.items()) if p)
+
+
+def test_run_group_resolves_the_drivers_event_types_by_name() -> None:
+    """An executor has only the query's own classes: the driver's other event types come
+    as data (``declared_types``), and rows of them are accepted as in process; without
+    them the same rows are an unknown event type."""
+    events = stock_events(40, names=1, seed=5)
+    events.loc[[4, 9, 17, 30], "event_type"] = "Hold"  # a type no class of this process has
+    held = ("Hold", tuple(Stock.__fields__.items()), ("Hold", "Stock"))
+    # The reference: the same rows with each Hold as a plain Stock (what a Hold is).
+    as_stock = events.assign(event_type=events["event_type"].replace("Hold", "Stock"))
+    for pattern in [(s >> b).partition_by(Stock.name), (x.where(x.volume > 300) >> b).within(events=12)]:
+        with pytest.raises(DataError, match="unknown event type 'Hold'"):
+            run_group(runner_spec(pattern), events)
+        rows = run_group(runner_spec(pattern, declared_types=(held,)), events)
+        got = {
+            (int(r.match_start), int(r.match_end), _bound(r.positions))
+            for r in rows.itertuples()
+        }
+        want = pycel.reference.evaluate(pattern, as_stock.drop(columns=["id"])).keys()
+        assert len(want) > 0 and got == want
+    assert any(4 in m.positions() for m in pycel.reference.evaluate(x >> b, as_stock.drop(columns=["id"])))
+    twice = (held, ("Hold", (("qty", "int"),), ("Hold",)))
+    with pytest.raises(DataError, match="'Hold' is ambiguous"):
+        run_group(runner_spec((s >> b).partition_by(Stock.name), declared_types=twice), events)
+
+
 # -- with Spark ------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -721,6 +750,31 @@ def test_streaming_warns_about_many_shuffle_partitions(spark: SparkSession, tmp_
             pycel.spark.detect(stream, pattern, position_column="id")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+@pytest.mark.spark
+def test_detect_accepts_event_types_the_pattern_does_not_name(spark: SparkSession) -> None:
+    """Rows of an event type declared in the driver but absent from the pattern are read
+    as in process (the executor's Python has only the pattern's classes)."""
+
+    class Quote(pycel.Event):
+        v: pycel.Field[int]
+
+    class Up(Quote): ...
+
+    class Down(Quote): ...
+
+    class Pause(Quote): ...  # in the data, never in the pattern
+
+    rng = np.random.default_rng(8)
+    types = rng.choice(["Up", "Down", "Pause"], 300)
+    frame = pd.DataFrame({"event_type": types, "v": rng.integers(0, 9, 300)})
+    frame["t"] = np.arange(len(frame))
+    u, d = pycel.alias(Up, "u"), pycel.alias(Down, "d")
+    pattern = (u.where(u.v > 6) >> d.where(d.v < 2)).within(events=10)
+    rows = pycel.spark.detect(spark.createDataFrame(frame), pattern, position_column="t").collect()
+    want = pycel.reference.evaluate(pattern, frame.drop(columns=["t"])).keys()
+    assert len(want) > 0 and {row_key(r) for r in rows} == want
 
 
 @pytest.mark.spark

@@ -35,6 +35,31 @@ def all_event_types() -> dict[str, list[type[Event]]]:
     return found
 
 
+#: An event type as plain data: its name, its attributes with their types, and the names
+#: of every event type it is (itself and its Event base classes).
+TypeDescription = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
+
+
+def _supertype_names(cls: type[Event]) -> frozenset[str]:
+    return frozenset(
+        event_name(b) for b in cls.__mro__ if isinstance(b, type) and issubclass(b, Event) and b is not Event
+    )
+
+
+def describe_event_types() -> tuple[TypeDescription, ...]:
+    """Every Event subclass defined so far, as plain data: what a process that does not
+    have those classes (a Spark executor, which unpickles only the query's own) needs to
+    resolve the other event types of the data by name, as this process would.
+
+    Example: ``("Buy", (("price", "float"),), ("Buy", "Stock")) in describe_event_types()``
+    """
+    return tuple(
+        (name, tuple(cls.__fields__.items()), tuple(sorted(_supertype_names(cls))))
+        for name, classes in sorted(all_event_types().items())
+        for cls in classes
+    )
+
+
 def declared_attributes() -> set[str]:
     """The attributes some Event subclass defined so far declares (a column or key outside
     them is an error, whatever the rows' types)."""
@@ -55,6 +80,9 @@ class Schema:
     fields: dict[str, str] = attrs.field(factory=dict)
     strings: list[str] = attrs.field(factory=list)
     string_codes: dict[str, int] = attrs.field(factory=dict)
+    #: Event types declared where the query was built (a Spark driver), resolved by name
+    #: when this process has no Event subclass of that name (:func:`describe_event_types`).
+    declared: tuple[TypeDescription, ...] = ()
 
     @classmethod
     def for_types(cls, types: Iterable[type[Event]]) -> Schema:
@@ -66,27 +94,33 @@ class Schema:
 
     def add_type(self, cls: type[Event]) -> int:
         """Register ``cls`` (and its subclasses); return its type id."""
-        name = event_name(cls)
+        tid = self._add(event_name(cls), dict(cls.__fields__), _supertype_names(cls))
+        for sub in cls.__subclasses__():
+            self.add_type(sub)
+        return tid
+
+    def _add_described(self, described: TypeDescription) -> int:
+        """Register a described type (and the described types that are it); its type id."""
+        name, fields, supertypes = described
+        tid = self._add(name, dict(fields), frozenset(supertypes))
+        for sub in self.declared:
+            if name in sub[2] and sub[0] != name:
+                self._add_described(sub)
+        return tid
+
+    def _add(self, name: str, fields: dict[str, str], supertypes: frozenset[str]) -> int:
         if name in self.type_names:
             return self.type_names.index(name)
-        for attr, dtype in cls.__fields__.items():
+        for attr, dtype in fields.items():
             if self.fields.setdefault(attr, dtype) != dtype:
                 raise DataError(
                     f"attribute {attr!r} is {dtype} in {name} but {self.fields[attr]} in "
                     "another event type of this stream"
                 )
         self.type_names.append(name)
-        self.type_fields.append(dict(cls.__fields__))
-        self.supertypes.append(
-            frozenset(
-                event_name(b)
-                for b in cls.__mro__
-                if isinstance(b, type) and issubclass(b, Event) and b is not Event
-            )
-        )
-        for sub in cls.__subclasses__():
-            self.add_type(sub)
-        return self.type_names.index(name)
+        self.type_fields.append(fields)
+        self.supertypes.append(supertypes)
+        return len(self.type_names) - 1
 
     def type_id(self, name: str, *, row: int | None = None, column: str | None = None) -> int:
         """The id of event type ``name``, resolving Event subclasses defined anywhere."""
@@ -97,13 +131,17 @@ class Schema:
         candidates = all_event_types().get(name, [])
         if len(candidates) == 1:
             return self.add_type(candidates[0])
-        if not candidates:
+        described = [d for d in self.declared if d[0] == name] if not candidates else []
+        if len(described) == 1:
+            return self._add_described(described[0])
+        if not candidates and not described:
             raise DataError(
                 f"unknown event type {name!r}; known: {sorted(self.type_names)}",
                 row=row,
                 column=column,
             )
-        raise DataError(f"event type name {name!r} is ambiguous: {candidates}", row=row, column=column)
+        what = candidates or f"{len(described)} event types of that name where the query was built"
+        raise DataError(f"event type name {name!r} is ambiguous: {what}", row=row, column=column)
 
     def encode(self, text: str) -> int:
         """The dictionary code of ``text`` (assigned on first sight)."""
@@ -127,6 +165,7 @@ class Schema:
             dict(self.fields),
             list(self.strings),
             dict(self.string_codes),
+            self.declared,
         )
 
 

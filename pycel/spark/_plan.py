@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from pycel.data.batch import describe_event_types
 from pycel.engine import CompiledQuery, compile
 from pycel.errors import DataError, PatternError
 from pycel.language.events import Event
@@ -208,6 +209,7 @@ def runner_spec(
         id_column=id_column,
         event_columns=event_columns,
         variables=output_variables(query),
+        declared_types=describe_event_types(),
     )
 
 

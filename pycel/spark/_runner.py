@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from pycel.data.batch import TypeDescription
 from pycel.data.match_tables import ListColumn, wide_columns
 from pycel.data.matches import Matches, take
 from pycel.engine import CompiledQuery, Stream
@@ -62,6 +63,9 @@ class RunnerSpec:
     #: the shuffle and Arrow for every event.
     range_column: str | None = None
     range_cut: tuple[int, int] | None = None
+    #: The driver's event types as data: an executor resolves the data's other event
+    #: types by name as the driver's process would (it has only the query's classes).
+    declared_types: tuple[TypeDescription, ...] = ()
 
     @property
     def kept_columns(self) -> list[str]:
@@ -147,6 +151,7 @@ def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
 
     An engine error names a row of the chunk; it is raised again naming the event's
     position, id and group instead."""
+    stream.schema.declared = spec.declared_types
     positions = frame[spec.position_column].to_numpy(dtype=np.int64)
     engine_cols = [spec.type_column, *spec.attributes]
     parts = []
