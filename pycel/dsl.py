@@ -115,17 +115,31 @@ class Pattern:
         events: int | None = None,
         seconds: float | timedelta | None = None,
         on: Attr[float] | Attr[datetime] | None = None,
+        milliseconds: float | None = None,
+        minutes: float | None = None,
+        hours: float | None = None,
     ) -> Pattern:
         """Keep matches whose span fits the window (inclusive bounds).
 
         ``within(events=n)``: end − start ≤ n positions. ``within(seconds=d, on=T.time)``:
         time(end) − time(start) ≤ d, with d in seconds (a timedelta, or a number for a
-        numeric time attribute counted in seconds). ``within(n, on=T.attr)``: the same in
-        the attribute's own units.
+        numeric time attribute counted in seconds); ``milliseconds=``, ``minutes=`` and
+        ``hours=`` give d in those units. ``within(n, on=T.attr)``: the same in the
+        attribute's own units.
 
-        Example: ``seq(A, B).within(seconds=10, on=Stock.time)``
+        Example: ``seq(A, B).within(seconds=10, on=Stock.time)``,
+        ``seq(Order, Delivery).within(hours=2, on=Order.at)``
         """
-        return Within(self, *window_of(size, events=events, seconds=seconds, on=on))
+        window = window_of(
+            size,
+            events=events,
+            seconds=seconds,
+            on=on,
+            milliseconds=milliseconds,
+            minutes=minutes,
+            hours=hours,
+        )
+        return Within(self, *window)
 
     def partition_by(self, *keys: Attr[Any] | str) -> Pattern:
         """Evaluate on each sub-stream of events with equal values of ``keys``.

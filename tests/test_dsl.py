@@ -263,6 +263,22 @@ def test_window_spec() -> None:
     assert w is not None and (w.size, w.unit, w.on) == (7.0, "units", "time")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "seconds"),
+    [
+        ({"milliseconds": 1500}, 1.5),
+        ({"minutes": 2}, 120.0),
+        ({"minutes": 0.5}, 30.0),
+        ({"hours": 0.1}, 360.0),  # rounded once: not 0.1 * 3600 = 360.00000000000006
+        ({"hours": 0}, 0.0),
+    ],
+)
+def test_window_in_other_time_units(kwargs: dict[str, float], seconds: float) -> None:
+    """milliseconds=, minutes= and hours= are seconds= in those units: the same node."""
+    pattern = seq(Buy, Sell).within(on=Stock.ts, **kwargs)
+    assert pattern == seq(Buy, Sell).within(seconds=seconds, on=Stock.ts)
+
+
 def test_clauses_only_at_the_top() -> None:
     with pytest.raises(PatternError, match=r"within\(\) applies to a whole query.*outermost"):
         split_query(seq(Buy.pattern().within(events=3), Sell))
@@ -368,6 +384,24 @@ def test_misuse_raises_pattern_error(build: Any, message: str) -> None:
             "non-negative number or timedelta (finite, at most 1.798e+308), got '5'",
         ),
         ({"size": datetime(2020, 1, 1), "on": Stock.time}, "non-negative number or timedelta"),
+        (
+            {"minutes": 1, "seconds": 60, "on": Stock.ts},
+            "exactly one of: a size, events=, seconds=, milliseconds=",
+        ),
+        (
+            {"hours": -1, "on": Stock.ts},
+            "within(hours=...) needs a non-negative number, at most 1.798e+308 seconds; got -1",
+        ),
+        (
+            {"minutes": timedelta(minutes=1), "on": Stock.ts},
+            "within(minutes=...) needs a non-negative number",
+        ),
+        ({"milliseconds": float("nan"), "on": Stock.ts}, "within(milliseconds=...) needs a non-negative"),
+        (
+            {"hours": 1e307, "on": Stock.ts},
+            "within(hours=...) needs a non-negative number, at most 1.798e+308 seconds; got 1e+307",
+        ),
+        ({"minutes": 1}, "a time window needs on="),
     ],
 )
 def test_bad_window_arguments(kwargs: dict[str, Any], message: str) -> None:
@@ -425,6 +459,7 @@ def test_largest_limit_and_windows_run_like_the_reference() -> None:
         seq(s, b).limit(2**63 - 1),
         seq(s, b).within(events=2**53),
         seq(s, b).within(seconds=1e300, on=Stock.time),
+        seq(s, b).within(minutes=0.15, on=Stock.time),  # 9 seconds: both buys
         seq(s, b).within(1.7e308, on=Stock.time),
     ]:
         expected = pycel.reference.evaluate(pattern, events).keys()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Literal
 
 from pycel.errors import PatternError, short_repr
@@ -29,25 +30,45 @@ STRATEGIES: tuple[str, ...] = ("all", "any", "next", "last", "max", "strict")
 POLICIES: tuple[str, ...] = ("none", "any", "partition")
 
 
+#: ``within()``'s time keywords besides ``seconds=``, and how many seconds one is.
+TIME_KEYWORDS: dict[str, Fraction] = {
+    "milliseconds": Fraction(1, 1000),
+    "minutes": Fraction(60),
+    "hours": Fraction(3600),
+}
+
+
 def window_of(
     size: object,
     *,
     events: object,
     seconds: object,
     on: Attr[float] | Attr[datetime] | None,
+    **amounts: object,
 ) -> tuple[float, str, str | None]:
     """The ``(size, unit, attribute)`` of a ``within()`` call, or a PatternError.
 
-    Exactly one of ``size``, ``events`` and ``seconds`` is given. The unit is ``events``
-    (a count of positions, no attribute), ``seconds`` (a timedelta or a number of seconds
-    on a time attribute) or ``units`` (a number in the attribute's own units).
+    Exactly one of ``size``, ``events``, ``seconds`` and the :data:`TIME_KEYWORDS`
+    (``amounts``: ``milliseconds``, ``minutes``, ``hours``, counted in seconds) is given.
+    The unit is ``events`` (a count of positions, no attribute), ``seconds`` (a timedelta
+    or a number of seconds on a time attribute) or ``units`` (a number in the attribute's
+    own units).
 
     Example: ``window_of(timedelta(minutes=1), events=None, seconds=None, on=Stock.time)``
-    is ``(60.0, "seconds", "time")``.
+    is ``(60.0, "seconds", "time")``, and so is ``window_of(None, events=None,
+    seconds=None, on=Stock.time, minutes=1)``.
     """
+    unknown = sorted(set(amounts) - set(TIME_KEYWORDS))
+    if unknown:
+        raise PatternError(f"within() got an unknown keyword {unknown[0]}=")
+    amounts = {k: v for k, v in amounts.items() if v is not None}
     given = [x is not None for x in (size, events, seconds)]
-    if sum(given) != 1:
-        raise PatternError("within() takes exactly one of: a size, events=, seconds=")
+    if sum(given) + len(amounts) != 1:
+        raise PatternError(
+            "within() takes exactly one of: a size, events=, seconds=, milliseconds=, minutes=, hours="
+        )
+    for keyword, value in amounts.items():
+        seconds = _in_seconds(value, keyword)
     if events is not None:
         if on is not None:
             raise PatternError("within(events=...) counts positions; it takes no on=")
@@ -85,6 +106,23 @@ def _window_amount(value: object, what: str) -> float:
             f"within({what}) needs a non-negative number (finite, at most {sys.float_info.max:.4g}), "
             f"got {short_repr(value)}"
         ) from None
+
+
+def _in_seconds(value: object, keyword: str) -> float:
+    """``value`` of a ``within(<keyword>=...)`` in seconds, rounded once (0.1 hours is
+    360.0 s, not 360.00000000000006)."""
+    seconds = math.inf
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
+        try:
+            seconds = float(Fraction(value) * TIME_KEYWORDS[keyword])
+        except OverflowError:  # beyond the largest float once in seconds
+            pass
+    if seconds == math.inf:
+        raise PatternError(
+            f"within({keyword}=...) needs a non-negative number, at most "
+            f"{sys.float_info.max:.4g} seconds; got {short_repr(value)}"
+        )
+    return seconds
 
 
 def check_window_size(size: object, unit: str) -> None:
