@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -108,3 +109,48 @@ def test_unwritable_cache_directories_fall_back_to_the_temporary_directory(tmp_p
     env = {"PYCEL_CACHE_DIR": str(blocker / "a"), "XDG_CACHE_HOME": str(blocker / "b"), "TMPDIR": str(temp)}
     got = _run(_copy(tmp_path / "src"), **env)
     assert str(got["path"]).startswith(str(temp / "pycel-cache-"))
+
+
+VARIANT_CHILD = """
+import json, sys
+import pycel
+from pycel.jit import runtime
+class T(pycel.Event):
+    v: pycel.Field[int]
+A = type("A", (T,), {}); B = type("B", (T,), {})
+a, b = pycel.alias(A, "a"), pycel.alias(B, "b")
+events = [A(v=1), B(v=2), A(v=3), B(v=4), B(v=5)]
+patterns = {"plain": pycel.seq(a, b), "consume": pycel.seq(a, b).consume("any"),
+            "post": pycel.seq(a, b).where(a.v + 2 < b.v, post_filter=True)}
+def same(p):
+    return pycel.compile(p).run(events).keys() == pycel.reference.evaluate(p, events).keys()
+same = all(same(patterns[n]) for n in sys.argv[1:])
+hits = sum(sum(v.stats.cache_hits.values()) for v in runtime.loop_variants().values())
+print(json.dumps({"same": same, "hits": hits}))
+"""
+
+
+def _variants(cache: Path, *names: str) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYCEL_CACHE_DIR", "NUMBA_CACHE_DIR")}
+    env["PYCEL_CACHE_DIR"] = str(cache)
+    run = subprocess.run(
+        [sys.executable, "-c", VARIANT_CHILD, *names], env=env, check=True, capture_output=True, text=True
+    )
+    result: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_variants_compiled_in_two_processes_keep_their_own_symbols(tmp_path: Path) -> None:
+    """Two variants of the ALL loop, each compiled first thing in its own process, are
+    cached under different symbol names (Numba numbers functions per process from 1, so
+    both were ``run_batch_all$1``: a process loading both could run one variant's body
+    for the other), and a third process loads both and finds the reference's matches."""
+    cache = tmp_path / "cache"
+    assert _variants(cache, "plain") == {"same": True, "hits": 0}
+    assert _variants(cache, "consume") == {"same": True, "hits": 0}
+    assert _variants(cache, "post") == {"same": True, "hits": 0}
+    names = set()
+    for data in cache.rglob("runtime._all_loop.locals.run_batch_all-*.nbc"):
+        names |= set(re.findall(rb"run_batch_all\$(\d+)", data.read_bytes()))
+    assert len(names) == 3, names
+    assert _variants(cache, "consume", "post", "plain") == {"same": True, "hits": 3}

@@ -25,11 +25,13 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.resources
+import itertools
 import os
+import secrets
 import tempfile
 from typing import Any
 
-from numba.core import caching
+from numba.core import bytecode, caching
 
 _PACKAGE = __name__.rsplit(".", 1)[0]  # "pycel.jit"
 
@@ -113,10 +115,41 @@ class PycelCacheLocator(caching._CacheLocator):
         return None  # Numba's own locators decide
 
 
+class ProcessUniqueIds:
+    """Numba's numbering of compiled functions, unique across processes.
+
+    Numba names a compiled function's symbols after its qualified name and a number from
+    a counter that starts at 1 in every process (``FunctionIdentity._unique_ids``). The
+    variants of one closure kernel (the ALL loop with or without consumption, the
+    enumerator with or without pruning, …) compiled in two processes can so get the same
+    symbol for different code, and a process that loads both from the cache links one
+    body under that name for both: it runs the wrong variant (wrong matches, or a crash).
+    Counting from a random 64-bit start in each process, drawn again in a forked child
+    (which inherits the counter), makes two processes' numbers practically disjoint.
+    """
+
+    def __init__(self) -> None:
+        self._reseed()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._count = itertools.count(secrets.randbits(64) + 1)
+
+    def __iter__(self) -> ProcessUniqueIds:
+        return self
+
+    def __next__(self) -> int:
+        return next(self._count)
+
+
 def install() -> None:
     """Put :class:`PycelCacheLocator` first among Numba's cache locators (it answers only
-    for ``pycel.jit``); must run before the kernels are decorated. A locator list given
-    through ``NUMBA_CACHE_LOCATOR_CLASSES`` is left alone."""
+    for ``pycel.jit``), and number compiled functions with :class:`ProcessUniqueIds`; must
+    run before the kernels are decorated. A locator list given through
+    ``NUMBA_CACHE_LOCATOR_CLASSES`` is left alone."""
+    if not isinstance(bytecode.FunctionIdentity._unique_ids, ProcessUniqueIds):
+        bytecode.FunctionIdentity._unique_ids = ProcessUniqueIds()  # type: ignore[assignment]
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     classes = getattr(impl, "_locator_classes", None)
     if classes is None:  # another Numba: its own locators apply
