@@ -37,6 +37,7 @@ AND, streams of at most ``max_len`` events (``max_len_with_plus`` when a ``+`` o
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -360,6 +361,19 @@ def without_limit(pattern: Pattern) -> tuple[Pattern, int | None]:
         inner, n = without_limit(pattern.inner)
         return attrs.evolve(pattern, inner=inner), n
     return pattern, None
+
+
+def assert_limited(got: set[Any], unlimited: set[Any], limit: int | None) -> None:
+    """Match keys ``got`` of a query against ``unlimited``, the reference's matches of the
+    query without its limit: equal without a limit; under LIMIT n a subset that keeps
+    min(n, its matches) at each end (which n is the engine's choice: docs/semantics.md)."""
+    if limit is None:
+        assert got == unlimited
+        return
+    assert got <= unlimited
+    got_per_end = Counter(k[1] for k in got)
+    for end, n in Counter(k[1] for k in unlimited).items():
+        assert got_per_end[end] == min(limit, n), (end, got_per_end[end], n)
 
 
 def restored_at(query: pycel.CompiledQuery, stream: Sequence[object], cut: int) -> set[Any]:
