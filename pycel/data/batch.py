@@ -51,7 +51,7 @@ def describe_event_types() -> tuple[TypeDescription, ...]:
     have those classes (a Spark executor, which unpickles only the query's own) needs to
     resolve the other event types of the data by name, as this process would.
 
-    Example: ``("Buy", (("price", "float"),), ("Buy", "Stock")) in describe_event_types()``
+    Example: ``("Buy", tuple(Buy.__fields__.items()), ("Buy", "Stock")) in describe_event_types()``
     """
     return tuple(
         (name, tuple(cls.__fields__.items()), tuple(sorted(_supertype_names(cls))))
