@@ -82,20 +82,12 @@ def ordered_input(*arrays: object) -> OrderedInput:
     return OrderedInput(*(ints(a) for a in arrays))
 
 
-@njit(cache=True, inline="always")
-def _holds(op: Int, r: Int, t: Int) -> Truth:
-    """Whether ``r OP t``; on piece indexes too (see :func:`_pieces`)."""
-    if op == OP_LT:
-        return r < t
-    if op == OP_LE:
-        return r <= t
-    if op == OP_GT:
-        return r > t
-    if op == OP_GE:
-        return r >= t
-    if op == OP_EQ:
-        return r == t
-    return r != t
+#: Which relations of a register piece to a threshold piece (below, the same, above: bits
+#: 0, 1, 2) each operator holds on, three bits per operator (a shift in place of a
+#: function with six branches).
+_HOLDS = sum(
+    bits << 3 * op for op, bits in ((OP_LT, 1), (OP_LE, 3), (OP_GT, 4), (OP_GE, 6), (OP_NE, 5), (OP_EQ, 2))
+)
 
 
 @njit(cache=True, inline="always")
@@ -109,11 +101,16 @@ def _pieces(
     ``j``; only the pieces whose outcome a transition of rows t..u-1 takes. ``U`` and
     ``stack`` have room for :data:`MAX_SPLITS` splits of ``rest``.
 
-    The m distinct threshold values cut the register line into pieces 0..2m: piece 2p
+    The m number thresholds, sorted, cut the register line into pieces 0..2m: piece 2p
     holds the registers strictly between values[p-1] and values[p], piece 2p+1 the value
-    values[p]. Pieces are ordered as their registers, so ``r OP t`` holds on piece P for a
-    threshold in piece T exactly when ``P OP T`` (one comparison of two small ints, the
-    same for points and intervals)."""
+    values[p] (a value that repeats the one before leaves its two pieces empty). Pieces are
+    ordered as their registers, so ``r OP t`` holds on piece P for a threshold in piece T
+    exactly when ``P OP T`` (one comparison of two small ints, the same for points and
+    intervals).
+
+    Inlined into the loop: compiled apart it cost about 0.4 s less to compile, but the
+    call, with its 23 arguments, made the warm trend of benchmarks/order.py a third
+    slower."""
     first, last = cptr[s], cptr[s + 1]
     # The outcomes some transition of rows t..u-1 takes, as bits (at most 2^4 outcomes).
     taken = ZERO
@@ -125,41 +122,38 @@ def _pieces(
     for i in range(first, last):
         c = cond[i]
         kind = thr_kind[c, j]
-        ne = cond_op[c] == OP_NE
+        if cond_op[c] == OP_NE and kind != NULL:
+            nan_bits |= ONE << (i - first)
+            if kind == NAN:
+                const |= ONE << (i - first)
         if kind == NUMBER:
-            if ne:
-                nan_bits |= 1 << (i - first)
-            v = thr[c, j]
-            q = m  # insert v into the sorted distinct values
-            seen = False
-            for p in range(m):
-                if values[p] == v:
-                    seen = True
-            if not seen:
-                while q > 0 and values[q - 1] > v:
-                    values[q] = values[q - 1]
-                    q -= 1
-                values[q] = v
-                m += 1
-        elif kind == NAN and ne:
-            const |= 1 << (i - first)
-            nan_bits |= 1 << (i - first)
-    # Each piece's outcome bits first, so that the treap is split only as far as the last
-    # piece some transition takes (the splits' path copies live as long as the window).
+            m += 1
+    # values[p]: the number thresholds sorted (equal ones by condition), each placed by
+    # its rank; no sort loop (at most MAX_STATE_CONDITIONS of them).
     for piece in range(2 * m + 1):
         piece_bits[piece] = const
     for i in range(first, last):
         c = cond[i]
         if thr_kind[c, j] != NUMBER:
             continue
-        t_value = thr[c, j]
-        at = ONE  # the threshold's piece: 2 * (values below it) + 1
-        for p in range(m):
-            if values[p] < t_value:
-                at += 2
+        v = thr[c, j]
+        below = ZERO  # thresholds smaller than v: its piece is 2 * below + 1
+        rank = ZERO
+        for i2 in range(first, last):
+            c2 = cond[i2]
+            if thr_kind[c2, j] == NUMBER:
+                v2 = thr[c2, j]
+                if v2 < v:
+                    below += 1
+                if v2 < v or (v2 == v and i2 < i):
+                    rank += 1
+        values[rank] = v
+        holds = _HOLDS >> 3 * cond_op[c]
+        at = 2 * below + 1
         for piece in range(2 * m + 1):
-            if _holds(cond_op[c], piece, at):
-                piece_bits[piece] |= 1 << (i - first)
+            relation = ONE if piece == at else (2 * ONE if piece > at else ZERO)
+            if holds >> relation & 1:
+                piece_bits[piece] |= ONE << (i - first)
     last_used = -1
     for piece in range(2 * m + 1):
         if taken >> piece_bits[piece] & 1:
@@ -169,13 +163,13 @@ def _pieces(
     for piece in range(last_used + 1):
         if rest < 0:
             break  # nothing left to cut (an empty treap: no split called at all)
-        p = piece // 2
+        p = piece >> 1
+        if piece < 2 * m and p > 0 and values[p] == values[p - 1]:
+            continue  # a repeated value: both its pieces are empty
         used = taken >> piece_bits[piece] & 1
         if piece == 2 * m:
             root = rest
         else:
-            v = values[p]
-            how = BELOW if piece % 2 == 0 else AT_MOST
             # Build only the sides used: this piece if a transition takes it, the rest if
             # a later piece is used (a trend's split keeps one side: half the copies).
             keep = ZERO
@@ -183,7 +177,8 @@ def _pieces(
                 keep |= KEEP_LEFT
             if piece < last_used:
                 keep |= KEEP_RIGHT
-            root, rest = treap_split(U, ctr, rest, v, how, keep, lo, pos, stack, ZERO, fresh)
+            how = AT_MOST if piece & 1 else BELOW
+            root, rest = treap_split(U, ctr, rest, values[p], how, keep, lo, pos, stack, ZERO, fresh)
         if root >= 0 and used:
             roots[n] = root
             masks[n] = piece_bits[piece]

@@ -95,10 +95,12 @@ def _copy(U: Ints, ctr: Ints, node: Int, pos: Int) -> Int:
     return new
 
 
-@njit(cache=True, inline="always")
+@inner
 def _own(U: Ints, ctr: Ints, node: Int, pos: Int, fresh: Int) -> Int:
     """``node`` itself if it is at least ``fresh`` (made by the same operation on the
-    same root, so nothing else refers to it yet: it may change in place), else a copy."""
+    same root, so nothing else refers to it yet: it may change in place), else a copy.
+    Compiled apart: inlined into the split and the insertion, Numba copied its IR and ran
+    its passes twice (about 0.4 s of a cold first query)."""
     if node >= fresh:
         return node
     return _copy(U, ctr, node, pos)
@@ -151,30 +153,27 @@ def treap_split(
     while cur >= 0 and _alive(U, ctr, cur, lo):
         us = cur & mask
         key = U[U_KEY, us]
-        if key < v or (or_equal and key == v):  # cur and its left subtree go left
-            next_cur = U[U_RIGHT, us]
-            if keep & KEEP_LEFT:
-                copy = _own(U, ctr, cur, pos, fresh)
-                stack[top] = copy
-                top += 1
-                if left_hook < 0:
-                    left_root = copy
-                else:
-                    U[U_RIGHT, left_hook & mask] = copy
+        # cur and its left subtree go left (cut off its right child), or cur and its right
+        # subtree go right (cut off its left child): one copy site for both sides.
+        left = key < v or (or_equal and key == v)
+        cut = U_RIGHT if left else U_LEFT
+        next_cur = U[cut, us]
+        if keep & (KEEP_LEFT if left else KEEP_RIGHT):
+            copy = _own(U, ctr, cur, pos, fresh)
+            stack[top] = copy
+            top += 1
+            hook = left_hook if left else right_hook
+            if hook >= 0:
+                U[cut, hook & mask] = copy
+            elif left:
+                left_root = copy
+            else:
+                right_root = copy
+            if left:
                 left_hook = copy
-                U[U_RIGHT, copy & mask] = -1
-        else:
-            next_cur = U[U_LEFT, us]
-            if keep & KEEP_RIGHT:
-                copy = _own(U, ctr, cur, pos, fresh)
-                stack[top] = copy
-                top += 1
-                if right_hook < 0:
-                    right_root = copy
-                else:
-                    U[U_LEFT, right_hook & mask] = copy
+            else:
                 right_hook = copy
-                U[U_LEFT, copy & mask] = -1
+            U[cut, copy & mask] = -1
         cur = next_cur
     # Deeper copies were made later: fix the maxima from the bottom up.
     for k in range(top - 1, base - 1, -1):
@@ -182,7 +181,7 @@ def treap_split(
     return left_root, right_root
 
 
-@njit(cache=True, inline="always")
+@inner
 def treap_insert(
     U: Ints, ctr: Ints, root: Int, x: Int, key: Int, x_ms: Int, lo: Int, pos: Int, stack: Ints, fresh: Int
 ) -> Int:
@@ -190,7 +189,8 @@ def treap_insert(
     ``x_ms`` (``U`` and ``stack`` have room for the root's height plus one more); the
     new root's height is noted in ``ctr[C_MAX_DEPTH]`` if it is the greatest yet. Nodes
     with ids from ``fresh`` on change in place (see :func:`_own`): an event that adds
-    several runs to one treap copies its path once."""
+    several runs to one treap copies its path once. Compiled apart, not inlined into the
+    loop (Numba's inlining copies the IR and the loop's passes run over it again)."""
     mask = U.shape[1] - 1
     prio = _priority(x)
     new_root: Int = -1
