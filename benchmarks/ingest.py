@@ -11,7 +11,10 @@ Times are CPU seconds of this process, best of ``--repeats``.
 
 ``--steps ROWS`` instead shows where the time of a list of ROWS dicts goes: the cost of
 each step of gathering the rows (every key, the event type, each column the query reads)
-as what it adds to one gathering pass, and the checks and encoding after it.
+as what it adds to one gathering pass, and the checks and encoding after it; then the
+floor of any gathering built from Python's C-level calls (every key collected, the read
+values fetched, nothing converted or copied) plus that encoding, as a multiple of the
+DataFrame's ingestion.
 
 Run::
 
@@ -27,6 +30,8 @@ import contextlib
 import gc
 import inspect
 import io
+import itertools
+import operator
 import tempfile
 import time
 from collections.abc import Callable
@@ -196,12 +201,33 @@ def _steps(n: int, repeats: int, trip: Any, reads: set[str]) -> None:
         "the event type (a count of the one name)": gather(reads, types=False),
     }
     work.update({f"column {attr} ({fields[attr]})": gather(reads - {attr}) for attr in sorted(reads)})
+
+    def floor(values: bool) -> Callable[[], Any]:
+        """Every key of every dict collected chunk by chunk (reaching each dict once), and
+        with ``values`` the event type counted and each read column fetched into objects:
+        the least a gathering with C-level calls does (no conversion, no copy, no check)."""
+
+        def run() -> None:
+            keys: set[str] = set()
+            for start in range(0, n, rows.CHUNK):
+                part = many[start : start + rows.CHUNK]
+                keys.update(*part)
+                if values:
+                    operator.countOf(map(dict.get, part, itertools.repeat(tc)), "TRIP")
+                    for attr in reads:
+                        np.fromiter(map(dict.get, part, itertools.repeat(attr)), object, len(part))
+
+        return run
+
+    floors = {"keys": floor(False), "keys and values": floor(True)}
+    work.update(floors)
     best = dict.fromkeys(work, float("inf"))
     for _ in range(repeats):  # (round after round, so that the machine's load falls alike on all)
         for name, run in work.items():
             best[name] = min(best[name], best_of(1, run))
     whole, full = best.pop("dicts"), best.pop("gathering")
     frame = best.pop("DataFrame")
+    keys_alone, fetched = (best.pop(name) for name in floors)
     added = {step: full - without for step, without in best.items()}
     print(f"\nwhere {n:,} rows as a list of dicts spend their ingestion (CPU ms, best of {repeats}):")
     print(f"{'DataFrame, to_batch':<52} {frame * 1e3:>8.2f}")
@@ -211,6 +237,13 @@ def _steps(n: int, repeats: int, trip: Any, reads: set[str]) -> None:
         print(f"{'    ' + step:<52} {seconds * 1e3:>8.2f}")
     print(f"{'    the rest: reaching each dict, the chunks':<52} {(full - sum(added.values())) * 1e3:>8.2f}")
     print(f"{'  types, checks and encoding (to_batch - gathering)':<52} {(whole - full) * 1e3:>8.2f}")
+    print("floor of a gathering from C-level calls, each pass alone (x the DataFrame):")
+    print(f"{'  every key (set.update, chunk by chunk)':<52} {keys_alone * 1e3:>8.2f} "
+          f"({keys_alone / frame:.1f}x)")
+    print(f"{'  and the event type counted, the read columns fetched':<52} {fetched * 1e3:>8.2f} "
+          f"({fetched / frame:.1f}x)")
+    print(f"{'  plus the types, checks and encoding above':<52} {(fetched + whole - full) * 1e3:>8.2f} "
+          f"({(fetched + whole - full) / frame:.1f}x)")
 
 
 def _cli(frame: pd.DataFrame, repeats: int) -> None:
