@@ -56,12 +56,13 @@ def windowed_queries(draw: st.DrawFn, correlation: bool = False) -> tuple[Patter
 
 
 def _compile(pattern: Pattern) -> pycel.CompiledQuery | None:
-    """The compiled query, or None if the engine refuses it (joins with contiguity...)."""
+    """The compiled query, or None if the engine refuses it (joins with contiguity, joins
+    that are not hierarchical: a PatternError...)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             return pycel.compile(pattern)
-        except pycel.UnsupportedError:
+        except (pycel.UnsupportedError, pycel.PatternError):
             return None
 
 
