@@ -275,10 +275,14 @@ CHOOSER_QUERIES = textwrap.dedent(
     body = pycel.seq(a, pycel.plus(b | c), c)
     patterns = [body.within(events=8).strategy("last"), body.within(events=8).strategy("next")]
     with install_recorder("numba:compile") as recorder:
-        equal = [pycel.compile(p).run(events).keys() == evaluate(p, events).keys() for p in patterns]
+        equal = [pycel.compile(patterns[0]).run(events).keys() == evaluate(patterns[0], events).keys()]
+        first = len(recorder.buffer)  # (NEXT's query compiles what LAST's did not)
+        equal.append(pycel.compile(patterns[1]).run(events).keys() == evaluate(patterns[1], events).keys())
     compiled = [e.data["dispatcher"].py_func for _, e in recorder.buffer if not e.is_start]
     names = [f"{f.__module__}.{f.__qualname__}" for f in compiled]
-    print(json.dumps({"equal": equal, "compiled": names}))
+    after = [e.data["dispatcher"].py_func for _, e in recorder.buffer[first:] if not e.is_start]
+    after_last = [f"{f.__module__}.{f.__qualname__}" for f in after]
+    print(json.dumps({"equal": equal, "compiled": names, "after_last": after_last}))
     """
 )
 
@@ -288,7 +292,10 @@ def test_a_chooser_compiles_as_one_function(tmp_path: Path) -> None:
     (pycel/jit/choose.py) once each, with its helpers inlined into it: none of them is
     compiled apart (each was a function of its own, compiled and optimized again in
     every caller, about a second more of a cold first query), and NEXT compiles no sort
-    and no comparison of runs. Both equal the reference."""
+    and no comparison of runs. After LAST's, NEXT's query compiles only its chooser and
+    its loop variant: every other function and signature it uses is LAST's (a helper of
+    its own, or an ``np.full``/``np.empty`` with other argument types, would be compiled
+    here). Both equal the reference."""
     env = {**os.environ, "PYCEL_CACHE_DIR": str(tmp_path / "cache")}
     run = subprocess.run(
         [sys.executable, "-c", CHOOSER_QUERIES], env=env, check=True, capture_output=True, text=True
@@ -302,6 +309,8 @@ def test_a_chooser_compiles_as_one_function(tmp_path: Path) -> None:
     assert apart == [], apart
     for unused in ("mergesort", "argsort", "quicksort", "windowed._compare"):
         assert not any(unused in name for name in compiled), (unused, sorted(compiled))
+    own = {"pycel.jit.choose.choose_next", "pycel.jit.runtime._all_loop.<locals>.run_batch_all"}
+    assert sorted(result["after_last"]) == sorted(own), result["after_last"]
 
 
 def _treap_heights(U: Any, root: int, lo: int, unext: int) -> tuple[int, int]:

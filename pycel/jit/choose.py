@@ -30,7 +30,9 @@ Each chooser is one compiled function with its helpers inlined (``inline="always
 a variant of the ALL loop compiles one of the two choosers): Numba compiles every other
 function apart, with its own pipeline, and optimizes it again inside each caller (its
 IR is linked into theirs), so the helpers as functions of their own took about a second
-more of a cold first query.
+more of a cold first query. NEXT's steps are written out in its body instead, and both
+write their valuations with room reserved once per end (see :func:`choose_next` and
+:func:`_write_layers` for what that saved).
 
 Example::
 
@@ -45,9 +47,9 @@ import numpy as np
 from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints
-from .enumerate import _grow, emit_match
+from .enumerate import _grow
 from .inner import inner
-from .store import C_U_NEXT, E_CHILD, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
+from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
 #: ``at`` for :func:`_add_layer`: the largest position there is (LAST).
 LARGEST = np.int64(-1)
@@ -157,7 +159,8 @@ def _add_layer(
         if collect:
             layered[2 * first + 1] = n_steps
             return at, layered, count, to, stack
-        if largest < 0:
+        if largest < 0:  # (the last layer: its nodes' steps, none, are recorded)
+            layered[2 * first + 1] = n_steps
             return largest, layered, first, to, stack
         at = largest
         collect = True
@@ -165,15 +168,44 @@ def _add_layer(
 
 @njit(cache=True, inline="always")
 def _write_layers(
-    layered: Ints, n_first: Int, layers: Int, to: Ints, end: Int, budget: Int, E: Ints,
+    layered: Ints, n_first: Int, n_nodes: Int, layers: Int, to: Ints, end: Int, budget: Int, E: Ints,
     label_masks: Ints, proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s,
     out_pos: Ints, n_out: np.int64, n_ent: np.int64,
 ) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, np.int64]:  # fmt: skip
     """Write every valuation whose path goes through the ``layers`` layers (a node of
-    layer 0, the first ``n_first``, then a step to the next layer from each, the last
-    one starting its run), at most ``budget``; return the output arrays, their counts
-    and how many were written."""
+    layer 0, the first ``n_first`` of the ``n_nodes``, then a step to the next layer
+    from each, the last one starting its run), at most ``budget``; return the output
+    arrays, their counts and how many were written. Every node's steps must be recorded,
+    the last layer's as none."""
     emask = E.shape[1] - 1
+    # The output arrays grow once per end, for at most as many valuations as paths from
+    # layer 0 end in a run's first event (counted from the last node back, at most
+    # ``budget`` each): growing them per valuation (emit_match) took a quarter of
+    # the chooser's compiled code.
+    paths = np.empty(n_nodes, dtype=np.int64)
+    i = n_nodes - 1
+    while i >= 0:
+        s = layered[2 * i + 1]
+        if s == layered[2 * i + 3]:
+            paths[i] = 1 if E[E_CHILD, layered[2 * i] & emask] < 0 else 0
+        else:
+            paths[i] = 0
+            while s < layered[2 * i + 3]:
+                paths[i] = min(budget, paths[i] + paths[to[s]])
+                s += 1
+        i -= 1
+    # (at most 2**61 / the entries of a valuation: the sizes below do not overflow, and
+    # memory runs out first: the allocation fails before anything is written)
+    most = min(budget, (1 << 61) // (layers * max_labels + 1))
+    room: Int = ZERO
+    i = ZERO
+    while i < n_first:
+        room = min(most, room + paths[i])
+        i += 1
+    out_se = _grow(out_se, 2 * (n_out + room))
+    out_off = _grow(out_off, n_out + room + 1)
+    out_var = _grow(out_var, n_ent + room * layers * max_labels)
+    out_pos = _grow(out_pos, n_ent + room * layers * max_labels)
     # Depth-first. walk[k]: the path's node at depth k; at depth k the candidates are
     # walk[layers + k] up to walk[2 * layers + k] (layer 0's nodes, then the steps of the
     # node chosen at depth k - 1). One array: one allocation per end.
@@ -196,11 +228,26 @@ def _write_layers(
             continue
         if E[E_CHILD, walk[k] & emask] >= 0:
             continue  # C ends here: only a run's first event can be its last layer
-        out_se, out_off, out_var, out_pos, outs, entries = emit_match(
-            walk, np.int64(layers - 1), end, E, label_masks, proj_mask,
-            out_se, out_off, out_var, out_pos, n_out, n_ent, max_labels,
-        )  # fmt: skip
-        n_out, n_ent = np.int64(outs), np.int64(entries)
+        start = end  # the valuation: its entries (variable, position) in node order
+        d = 0
+        while d < layers:
+            e = walk[d] & emask
+            p = E[E_POS, e]
+            start = min(start, p)
+            m = label_masks[E[E_LABEL, e]] & proj_mask
+            v = 0
+            while m != 0:
+                if m & 1:
+                    out_var[n_ent] = v
+                    out_pos[n_ent] = p
+                    n_ent += 1
+                m >>= 1
+                v += 1
+            d += 1
+        out_se[2 * n_out] = start
+        out_se[2 * n_out + 1] = end
+        n_out += 1
+        out_off[n_out] = n_ent
         emitted += 1
     return out_se, out_off, out_var, out_pos, n_out, n_ent, emitted
 
@@ -225,189 +272,14 @@ def choose_last(
         begin, first = first, count
         layers += 1
     out_se, out_off, out_var, out_pos, n_out, n_ent, emitted = _write_layers(
-        layered, n_finals, layers, to, end, budget, E, label_masks, proj_mask, max_labels,
+        layered, n_finals, first, layers, to, end, budget, E, label_masks, proj_mask, max_labels,
         out_se, out_off, out_var, out_pos, n_out, n_ent,
     )  # fmt: skip
     return out_se, out_off, out_var, out_pos, n_out, n_ent, stack, emitted
 
 
-@njit(cache=True, inline="always")
-def _region(
-    finals: Ints, n_finals: Int, lo: Int, E: Ints, U: Ints, ctr: Ints, stack: Ints
-) -> tuple[Ints, Ints, Ints, Ints]:
-    """The extend nodes the end's runs inside the window go through, each once: the
-    finals (indices 0 to ``n_finals - 1``) and, transitively, the entries of their heaps
-    with max-start ≥ ``lo``; and their steps back: node i's entries are the nodes
-    ``to[s]``, s in ``range(steps[i], steps[i + 1])``. Returns (nodes, steps, to, stack)."""
-    emask = E.shape[1] - 1
-    umask = U.shape[1] - 1
-    unext = ctr[C_U_NEXT]
-    size = max(16, 2 * n_finals)
-    nodes = np.empty(size, dtype=np.int64)
-    steps = np.empty(size + 1, dtype=np.int64)
-    to = np.empty(size, dtype=np.int64)
-    # The finals are this event's new nodes: no heap holds them, so only the nodes found
-    # in heaps go into the table (node id -> index; -1 empty).
-    table = np.full(64, -1, dtype=np.int64)
-    for i in range(n_finals):
-        nodes[i] = finals[i]
-    count: Int = n_finals
-    n_steps: Int = ZERO
-    done: Int = ZERO  # the nodes before ``done`` have their steps
-    while done < count:
-        steps[done] = n_steps
-        root = E[E_CHILD, nodes[done] & emask]
-        done += 1
-        if root < 0 or not live(U, unext, root) or U[U_MS, root & umask] < lo:
-            continue
-        stack[0] = root
-        top: Int = np.int64(1)
-        while top > 0:
-            top -= 1
-            hs = stack[top] & umask
-            table, nodes, steps, count, y = _visit(U[U_CONTENT, hs], table, nodes, steps, count)
-            if n_steps + 1 > to.shape[0]:
-                to = _grow(to, n_steps + 1)
-            to[n_steps] = y
-            n_steps += 1
-            stack, top = _push_children(U, unext, hs, lo, stack, top)
-    steps[count] = n_steps
-    return nodes[:count], steps, to, stack
-
-
 #: Multiplier of the region table's hash (Knuth's MMIX LCG constant: mixes the low bits up).
 _MIX = 0x5851F42D4C957F2D
-
-
-@njit(cache=True, inline="always")
-def _visit(x: Int, table: Ints, nodes: Ints, steps: Ints, count: Int) -> tuple[Ints, Ints, Ints, Int, Int]:
-    """Node x's index in the region (``nodes[:count]``; ``table``: rows of node id,
-    index), added if it is new (the table doubles when half full). Returns (table,
-    nodes, steps, count, index)."""
-    mask = table.shape[0] // 2 - 1
-    s = (x * _MIX >> 17) & mask
-    while table[2 * s] != -1:
-        if table[2 * s] == x:
-            found: Int = table[2 * s + 1]
-            return table, nodes, steps, count, found
-        s = (s + 1) & mask
-    if count + 1 > nodes.shape[0]:  # (steps: one more than nodes)
-        nodes = _grow(nodes, count + 1)
-        steps = _grow(steps, nodes.shape[0] + 1)
-    nodes[count] = x
-    first = count  # the nodes to put into the table: x, or all of them into a new one
-    if 2 * (count + 1) > table.shape[0] // 2:
-        table = np.full(2 * table.shape[0], -1, dtype=np.int64)
-        mask = table.shape[0] // 2 - 1
-        first = 0
-    for i in range(first, count + 1):
-        s = (nodes[i] * _MIX >> 17) & mask
-        while table[2 * s] != -1:
-            s = (s + 1) & mask
-        table[2 * s] = nodes[i]
-        table[2 * s + 1] = i
-    return table, nodes, steps, count + 1, count
-
-
-@njit(cache=True, inline="always")
-def _forward(steps: Ints, to: Ints, n: Int) -> tuple[Ints, Ints]:
-    """The steps of the region's ``n`` nodes turned around: node y is an entry of the
-    nodes ``back[s]``, s in ``range(ahead[y], ahead[y + 1])``. Returns (ahead, back)."""
-    n_steps = steps[n]
-    ahead = np.full(n + 1, 0, dtype=np.int64)
-    for s in range(n_steps):
-        ahead[to[s] + 1] += 1
-    for y in range(n):
-        ahead[y + 1] += ahead[y]
-    back = np.empty(n_steps + 1, dtype=np.int64)
-    for i in range(n):  # ahead[y] advances to y's end as its steps are filled in
-        for s in range(steps[i], steps[i + 1]):
-            back[ahead[to[s]]] = i
-            ahead[to[s]] += 1
-    for y in range(n, 0, -1):
-        ahead[y] = ahead[y - 1]
-    ahead[0] = 0
-    return ahead, back
-
-
-@njit(cache=True, inline="always")
-def _earliest(n: Int, end: Int, steps: Ints, ahead: Ints, back: Ints, pos: Ints) -> tuple[Ints, Int]:
-    """C under NEXT, from its first position up: the earliest start of a run, then the
-    earliest position any node of the frontier (the nodes at C's positions so far that
-    runs reach through them) steps forward to, up to the end. Returns (the index in C of
-    each region node's position if it is on such a run, else -1; the index of ``end``)."""
-    at = np.full(n, -1, dtype=np.int64)
-    candidates = np.empty(n + steps[n], dtype=np.int64)
-    frontier = np.empty(n, dtype=np.int64)
-    n_candidates = 0
-    for i in range(n):
-        # A run's first event: a node on runs that start inside the window has steps back
-        # unless it starts its run (its max-start is that of an entry of its heap).
-        if steps[i] == steps[i + 1]:
-            candidates[n_candidates] = i
-            n_candidates += 1
-    k: Int = ZERO
-    while True:
-        c = end
-        for t in range(n_candidates):
-            c = min(c, pos[candidates[t]])
-        n_frontier = 0
-        for t in range(n_candidates):
-            y = candidates[t]
-            if pos[y] == c and at[y] < 0:
-                at[y] = k
-                frontier[n_frontier] = y
-                n_frontier += 1
-        if c == end:
-            return at, k
-        n_candidates = 0
-        for t in range(n_frontier):
-            for s in range(ahead[frontier[t]], ahead[frontier[t] + 1]):
-                candidates[n_candidates] = back[s]
-                n_candidates += 1
-        k += 1
-
-
-@njit(cache=True, inline="always")
-def _chosen_layers(
-    n_finals: Int, region: Ints, steps: Ints, to: Ints, at: Ints, last: Int
-) -> tuple[Ints, Int, Ints]:
-    """The layers of C (as :func:`_first_layer` describes them), from the finals back:
-    layer j holds the region nodes at C's position ``last - j`` (their ``at``) that a
-    node of layer j - 1 steps back to. Returns (layered, the nodes of layer 0, to)."""
-    n = region.shape[0]
-    index = np.full(n, -1, dtype=np.int64)  # a region node's index in the layers, or -1
-    layered = np.empty(2 * n + 2, dtype=np.int64)  # region indices first, node ids at the end
-    layer_to = np.empty(steps[n] + 1, dtype=np.int64)
-    count: Int = ZERO
-    for f in range(n_finals):
-        if at[f] == last:  # (a final that no run with positions C reaches adds no path)
-            layered[2 * count] = f
-            count += 1
-    n_first = count
-    layered[1] = 0
-    begin: Int = ZERO
-    first = count
-    n_steps: Int = ZERO
-    for want in range(last - 1, -1, -1):
-        for j in range(begin, first):
-            layered[2 * j + 1] = n_steps
-            i = layered[2 * j]
-            for s in range(steps[i], steps[i + 1]):
-                y = to[s]
-                if at[y] != want:
-                    continue
-                if index[y] < 0:  # (a region node has one position: it is in one layer)
-                    index[y] = count
-                    layered[2 * count] = y
-                    count += 1
-                layer_to[n_steps] = index[y]
-                n_steps += 1
-        layered[2 * first + 1] = n_steps
-        begin, first = first, count
-    for j in range(count):
-        layered[2 * j] = region[layered[2 * j]]
-    return layered, n_first, layer_to
 
 
 @inner
@@ -417,18 +289,192 @@ def choose_next(
     out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints,
 ) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, np.int64]:  # fmt: skip
     """Write the NEXT outputs of the end at ``end`` (as :func:`choose_last`): C is found
-    from its first position up, on the end's runs inside the window (module docstring)."""
+    from its first position up, on the end's runs inside the window (module docstring).
+
+    One body in three steps, written for a short compile (a query compiles it on its first
+    run; Numba's IR, measured): no inlined helpers (each was inlined by copying and
+    re-running passes on its IR, 0.1-0.2 s apiece, and those that returned arrays built
+    and unpacked tuples), ``while`` loops (a ``for ... in range`` lowers to about three
+    times the code), no array that grows (the region is found again in twice the room
+    if it does not fit: O(r + s) in all), and arrays reused once done with."""
     emask = E.shape[1] - 1
-    region, steps, to, stack = _region(finals, n_finals, lo, E, U, ctr, stack)
-    n = region.shape[0]
+    umask = U.shape[1] - 1
+    unext = ctr[C_U_NEXT]
+    # 1. The region: the extend nodes the end's runs inside the window go through, each
+    # once: the finals (indices 0 to n_finals - 1) and, transitively, the entries of their
+    # heaps with max-start ≥ lo; node i's steps back are to the nodes to[s], s from
+    # steps[i] to steps[i + 1] - 1. m slots each, the table (rows of node id, index) 2m
+    # rows: at most half full. The finals are this event's new nodes: no heap holds them,
+    # so only the nodes found in heaps go into the table. The steps are also listed by
+    # the node they step to, for C (2.): node y's are ahead[y], then links[2s] from each
+    # step s (-1: none), from the nodes links[2s + 1].
+    m: Int = np.int64(16)
+    while m < 2 * n_finals:
+        m *= 2
+    while True:
+        region = np.empty(m, dtype=np.int64)
+        steps = np.empty(m + 1, dtype=np.int64)
+        to = np.empty(m, dtype=np.int64)
+        table = np.empty(4 * m, dtype=np.int64)
+        ahead = np.empty(m, dtype=np.int64)
+        links = np.empty(2 * m, dtype=np.int64)
+        if stack.shape[0] < m:
+            stack = np.empty(m, dtype=np.int64)  # (the walk's scratch: nothing to keep)
+        mask = 2 * m - 1
+        s: Int = ZERO
+        while s <= mask:
+            table[2 * s] = -1
+            s += 1
+        n: Int = ZERO
+        while n < n_finals:
+            region[n] = finals[n]
+            ahead[n] = -1
+            n += 1
+        n_steps: Int = ZERO
+        done: Int = ZERO  # the nodes before ``done`` have their steps
+        while done < n:  # (n: -1 once the region does not fit)
+            steps[done] = n_steps
+            root = E[E_CHILD, region[done] & emask]
+            done += 1
+            if root < 0 or not live(U, unext, root) or U[U_MS, root & umask] < lo:
+                continue
+            stack[0] = root
+            top: Int = np.int64(1)
+            while top > 0:
+                if n == m or n_steps == m or top + 2 > m:
+                    n = -1
+                    break
+                top -= 1
+                hs = stack[top] & umask
+                x = U[U_CONTENT, hs]
+                s = (x * _MIX >> 17) & mask
+                while table[2 * s] != -1 and table[2 * s] != x:
+                    s = (s + 1) & mask
+                if table[2 * s] == -1:
+                    table[2 * s] = x
+                    table[2 * s + 1] = n
+                    region[n] = x
+                    ahead[n] = -1
+                    n += 1
+                y: Int = table[2 * s + 1]
+                to[n_steps] = y
+                links[2 * n_steps] = ahead[y]
+                links[2 * n_steps + 1] = done - 1
+                ahead[y] = n_steps
+                n_steps += 1
+                left = U[U_LEFT, hs]
+                if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                    stack[top] = left
+                    top += 1
+                right = U[U_RIGHT, hs]
+                if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                    stack[top] = right
+                    top += 1
+        if n >= 0:
+            steps[n] = n_steps
+            break
+        m *= 2
     pos = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        pos[i] = E[E_POS, region[i] & emask]
-    ahead, back = _forward(steps, to, n)
-    at, last = _earliest(n, end, steps, ahead, back, pos)
-    layered, n_first, layer_to = _chosen_layers(n_finals, region, steps, to, at, last)
+    y = ZERO
+    while y < n:
+        pos[y] = E[E_POS, region[y] & emask]
+        y += 1
+    # 2. C, from its first position up: the earliest start of a run, then the earliest
+    # position any node of the frontier (the nodes at C's positions so far that runs
+    # reach through them) steps forward to, up to the end. at[y]: the index in C of
+    # node y's position if it is on such a run, else -1; last: the index of the end.
+    at = np.empty(n, dtype=np.int64)
+    candidates = np.empty(n + n_steps, dtype=np.int64)
+    frontier = np.empty(n, dtype=np.int64)
+    n_candidates: Int = ZERO
+    i = ZERO
+    while i < n:
+        at[i] = -1
+        # A run's first event: a node on runs that start inside the window has steps back
+        # unless it starts its run (its max-start is that of an entry of its heap).
+        if steps[i] == steps[i + 1]:
+            candidates[n_candidates] = i
+            n_candidates += 1
+        i += 1
+    last: Int = ZERO
+    while True:
+        c = end
+        t: Int = ZERO
+        while t < n_candidates:
+            c = min(c, pos[candidates[t]])
+            t += 1
+        n_frontier: Int = ZERO
+        t = ZERO
+        while t < n_candidates:
+            y = candidates[t]
+            if pos[y] == c and at[y] < 0:
+                at[y] = last
+                frontier[n_frontier] = y
+                n_frontier += 1
+            t += 1
+        if c == end:
+            break
+        n_candidates = ZERO
+        t = ZERO
+        while t < n_frontier:
+            s = ahead[frontier[t]]
+            while s >= 0:
+                candidates[n_candidates] = links[2 * s + 1]
+                n_candidates += 1
+                s = links[2 * s]
+            t += 1
+        last += 1
+    # 3. The layers of C (as _first_layer describes them), from the finals back: layer j
+    # holds the region nodes at C's position last - j that a node of layer j - 1 steps
+    # back to. Reused: the table (4m ≥ 2n + 2 slots) for them, candidates (n + steps)
+    # for their steps, pos for index (a region node's index in the layers, or -1).
+    layered = table
+    layer_to = candidates
+    index = pos
+    y = ZERO
+    while y < n:
+        index[y] = -1
+        y += 1
+    count: Int = ZERO  # (layered holds region indices first, node ids at the end)
+    i = ZERO
+    while i < n_finals:
+        if at[i] == last:  # (a final that no run with positions C reaches adds no path)
+            layered[2 * count] = i
+            count += 1
+        i += 1
+    n_first = count
+    layered[1] = 0
+    begin: Int = ZERO
+    first = count
+    n_layer_steps: Int = ZERO
+    want = last - 1
+    while want >= -1:
+        j = begin
+        while j < first:
+            layered[2 * j + 1] = n_layer_steps
+            i = layered[2 * j]
+            s = steps[i]
+            while want >= 0 and s < steps[i + 1]:  # (want -1: the last layer, no steps)
+                y = to[s]
+                s += 1
+                if at[y] != want:
+                    continue
+                if index[y] < 0:  # (a region node has one position: it is in one layer)
+                    index[y] = count
+                    layered[2 * count] = y
+                    count += 1
+                layer_to[n_layer_steps] = index[y]
+                n_layer_steps += 1
+            j += 1
+        layered[2 * first + 1] = n_layer_steps
+        begin, first = first, count
+        want -= 1
+    j = ZERO
+    while j < count:
+        layered[2 * j] = region[layered[2 * j]]
+        j += 1
     out_se, out_off, out_var, out_pos, n_out, n_ent, emitted = _write_layers(
-        layered, n_first, last + 1, layer_to, end, budget, E, label_masks, proj_mask, max_labels,
+        layered, n_first, count, last + 1, layer_to, end, budget, E, label_masks, proj_mask, max_labels,
         out_se, out_off, out_var, out_pos, n_out, n_ent,
     )  # fmt: skip
     return out_se, out_off, out_var, out_pos, n_out, n_ent, stack, emitted
