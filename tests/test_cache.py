@@ -154,3 +154,36 @@ def test_variants_compiled_in_two_processes_keep_their_own_symbols(tmp_path: Pat
         names |= set(re.findall(rb"run_batch_all\$(\d+)", data.read_bytes()))
     assert len(names) == 3, names
     assert _variants(cache, "consume", "post", "plain") == {"same": True, "hits": 3}
+
+
+SAVER = """
+import sys
+from pycel.jit.cache import KeyedCacheFile
+from numba.core import caching
+path, writer = sys.argv[1], int(sys.argv[2])
+assert caching.IndexDataCacheFile is KeyedCacheFile  # what numba's Cache builds for pycel
+cache = caching.IndexDataCacheFile(cache_path=path, filename_base="kernel-1.py311", source_stamp="s")
+for i in range(40):
+    cache.save(("sig", writer, i), ("code of", writer, i))
+"""
+
+
+def test_processes_saving_at_once_keep_each_entrys_own_code(tmp_path: Path) -> None:
+    """Four processes add 40 entries each to one function's cache at the same time:
+    every entry is kept and loads its own data (Numba numbers data files from the index
+    each process read, so two processes could write the same file for different entries,
+    and the index could name the other's code)."""
+    from pycel.jit.cache import KeyedCacheFile, versioned_name
+
+    path = tmp_path / versioned_name()  # a pycel cache directory: the keyed behaviour applies
+    path.mkdir()
+    savers = [
+        subprocess.Popen([sys.executable, "-c", SAVER, str(path), str(w)], cwd=SOURCE.parent)
+        for w in range(4)
+    ]
+    assert [p.wait(timeout=300) for p in savers] == [0, 0, 0, 0]
+    cache = KeyedCacheFile(cache_path=str(path), filename_base="kernel-1.py311", source_stamp="s")
+    for w in range(4):
+        for i in range(40):
+            assert cache.load(("sig", w, i)) == ("code of", w, i)
+    assert len(list(path.glob("kernel-1.py311.*.nbc"))) == 160

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.resources
@@ -29,6 +30,7 @@ import itertools
 import os
 import secrets
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from numba.core import bytecode, caching
@@ -143,13 +145,66 @@ class ProcessUniqueIds:
         return next(self._count)
 
 
+class KeyedCacheFile(caching.IndexDataCacheFile):
+    """Numba's index and data files of one function, safe for processes that compile at
+    once (Spark's Python workers on one machine), for pycel's kernels.
+
+    Numba numbers a function's data files by counting the entries of the index it read:
+    two processes adding different entries from the same index read both write file 1,
+    and the index one of them writes last can then name the other's code. Here a data file
+    is named by a digest of its key, so different entries never share a file, and it is
+    written before the index names it; the index is read, extended and written under an
+    exclusive lock, so no process drops another's entry. Other functions' caches (not in
+    a pycel cache directory) keep Numba's behaviour.
+    """
+
+    def __init__(self, cache_path: str, filename_base: str, source_stamp: Any) -> None:
+        super().__init__(cache_path, filename_base, source_stamp)  # type: ignore[no-untyped-call]
+        self._keyed = os.path.basename(cache_path) == versioned_name()
+
+    def save(self, key: Any, data: Any) -> None:
+        if not self._keyed:
+            super().save(key, data)  # type: ignore[no-untyped-call]
+            return
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+        name = self._data_name_pattern.replace("{number:d}", digest)
+        self._save_data(name, data)  # type: ignore[no-untyped-call]
+        with _locked(self._index_path + ".lock"):
+            overloads = self._load_index()  # type: ignore[no-untyped-call]
+            overloads[key] = name
+            self._save_index(overloads)  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if needed) for the block; none where the
+    platform has no ``fcntl`` (then an entry may be lost and compiled again, never mixed
+    up)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def install() -> None:
     """Put :class:`PycelCacheLocator` first among Numba's cache locators (it answers only
-    for ``pycel.jit``), and number compiled functions with :class:`ProcessUniqueIds`; must
-    run before the kernels are decorated. A locator list given through
+    for ``pycel.jit``), number compiled functions with :class:`ProcessUniqueIds` and keep
+    pycel's cache files with :class:`KeyedCacheFile`; must run before the kernels are
+    decorated. A locator list given through
     ``NUMBA_CACHE_LOCATOR_CLASSES`` is left alone."""
     if not isinstance(bytecode.FunctionIdentity._unique_ids, ProcessUniqueIds):
         bytecode.FunctionIdentity._unique_ids = ProcessUniqueIds()  # type: ignore[assignment]
+    # Numba's Cache builds its file object by this module-level name; the subclass only
+    # changes the caches in pycel's directories.
+    if not issubclass(caching.IndexDataCacheFile, KeyedCacheFile):
+        caching.IndexDataCacheFile = KeyedCacheFile  # type: ignore[misc]
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     classes = getattr(impl, "_locator_classes", None)
     if classes is None:  # another Numba: its own locators apply
