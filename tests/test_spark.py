@@ -312,16 +312,18 @@ def test_run_group_resolves_the_drivers_event_types_by_name() -> None:
     events = stock_events(40, names=1, seed=5)
     events.loc[[4, 9, 17, 30], "event_type"] = "Hold"  # a type no class of this process has
     held = ("Hold", tuple(Stock.__fields__.items()), ("Hold", "Stock"))
-    # The reference: the same rows with each Hold as a plain Stock (what a Hold is).
-    as_stock = events.assign(event_type=events["event_type"].replace("Hold", "Stock"))
+    # The reference: the same rows with each Hold as a class of this process that is a
+    # Stock and nothing more, as the description says (a unique name: test modules each
+    # define a "Stock").
+
+    class HeldForReference(Stock): ...
+
+    as_stock = events.assign(event_type=events["event_type"].replace("Hold", "HeldForReference"))
     for pattern in [(s >> b).partition_by(Stock.name), (x.where(x.volume > 300) >> b).within(events=12)]:
         with pytest.raises(DataError, match="unknown event type 'Hold'"):
             run_group(runner_spec(pattern), events)
         rows = run_group(runner_spec(pattern, declared_types=(held,)), events)
-        got = {
-            (int(r.match_start), int(r.match_end), _bound(r.positions))
-            for r in rows.itertuples()
-        }
+        got = {(int(r.match_start), int(r.match_end), _bound(r.positions)) for r in rows.itertuples()}
         want = pycel.reference.evaluate(pattern, as_stock.drop(columns=["id"])).keys()
         assert len(want) > 0 and got == want
     assert any(4 in m.positions() for m in pycel.reference.evaluate(x >> b, as_stock.drop(columns=["id"])))
