@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from strategies import (
     Base,
     Features,
+    assert_limited,
     cases,
     event_types,
     kleene_count,
@@ -77,13 +78,7 @@ def same_as_reference(pattern: Pattern, events: list[object]) -> pycel.Matches:
         expected = pycel.reference.evaluate(unlimited, events)
         got = pycel.compile(pattern).run(events)
     assert len(got.keys()) == len(got), "duplicate match"
-    if limit is None:
-        assert got.keys() == expected.keys()
-        return got
-    assert got.keys() <= expected.keys()
-    for end in {m.end for m in [*got, *expected]}:
-        kept = sum(1 for m in got if m.end == end)
-        assert kept == min(limit, sum(1 for m in expected if m.end == end))
+    assert_limited(got.keys(), expected.keys(), limit)
     return got
 
 

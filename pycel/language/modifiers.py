@@ -44,12 +44,14 @@ def window_of(
     events: object,
     seconds: object,
     on: Attr[float] | Attr[datetime] | None,
-    **amounts: object,
+    milliseconds: object = None,
+    minutes: object = None,
+    hours: object = None,
 ) -> tuple[float, str, str | None]:
     """The ``(size, unit, attribute)`` of a ``within()`` call, or a PatternError.
 
     Exactly one of ``size``, ``events``, ``seconds`` and the :data:`TIME_KEYWORDS`
-    (``amounts``: ``milliseconds``, ``minutes``, ``hours``, counted in seconds) is given.
+    (``milliseconds``, ``minutes``, ``hours``, converted to seconds) is given.
     The unit is ``events`` (a count of positions, no attribute), ``seconds`` (a timedelta
     or a number of seconds on a time attribute) or ``units`` (a number in the attribute's
     own units).
@@ -58,10 +60,8 @@ def window_of(
     is ``(60.0, "seconds", "time")``, and so is ``window_of(None, events=None,
     seconds=None, on=Stock.time, minutes=1)``.
     """
-    unknown = sorted(set(amounts) - set(TIME_KEYWORDS))
-    if unknown:
-        raise PatternError(f"within() got an unknown keyword {unknown[0]}=")
-    amounts = {k: v for k, v in amounts.items() if v is not None}
+    given_units = {"milliseconds": milliseconds, "minutes": minutes, "hours": hours}
+    amounts = {k: v for k, v in given_units.items() if v is not None}
     given = [x is not None for x in (size, events, seconds)]
     if sum(given) + len(amounts) != 1:
         raise PatternError(
