@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import attrs
+from hypothesis import assume
 from hypothesis import strategies as st
 
 import pycel
@@ -330,6 +331,9 @@ def patterns(
     f = features or Features()
     budget = _Budget(f)
     body = draw(_body(types, max_depth, budget))
+    # Each join was hierarchical where it was added, but a variable bound on both sides of
+    # a ';' or '&' can join two such parts into a pattern that is not.
+    assume(_hierarchical(body))
     pattern = body
     if f.windows:
         window = draw(st.sampled_from(["none", "events", "time"]))

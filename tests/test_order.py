@@ -43,6 +43,18 @@ class Px1(PxTick): ...
 TYPES = (Px0, Px1)
 
 
+_OPS = ("<", "<=", ">", ">=", "!=")
+_TREND_OPS = (*_OPS, "==")
+
+
+_BUILD = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_BUILD.update({"!=": operator.ne, "==": operator.eq})
+
+
+def _compare(op: str, left: Any, right: Any) -> Any:
+    return _BUILD[op](left, right)
+
+
 def _keys(matches: Any) -> list[str]:
     return sorted(map(repr, matches))
 
@@ -117,6 +129,34 @@ def test_nulls_and_nan_compare_false_except_not_equal() -> None:
         _check(pycel.seq(a, b).where(pred), events)
 
 
+_BIG_INTS = [0, 1, 3, 2**53, 2**53 + 1, -(2**53) - 1, 2**62 + 1, 2**63 - 1, -(2**63)]
+_ODD_FLOATS = [0.5, 1.0, 2.5, -0.5, 2.0**53, 2.0**53 + 2, 2.0**63, -(2.0**63), 1e300]
+_ODD_FLOATS += [math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("op", _OPS)
+def test_int_compared_with_float_exactly(op: str) -> None:
+    """An int register with float thresholds and the reverse, on both sides of the
+    operator, compare as Python does: beyond 2**53 (ints no float equals), beyond int64
+    (float thresholds no int reaches), infinities and NaN."""
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px1, "b")
+    ints = [Px0(x=v, f=0.0) for v in _BIG_INTS] + [Px1(x=v, f=0.0) for v in _BIG_INTS]
+    floats = [Px1(x=0, f=w) for w in _ODD_FLOATS] + [Px0(x=0, f=w) for w in _ODD_FLOATS]
+    events = ints[:9] + floats[:12] + ints[9:] + floats[12:]
+    sides = ((b.f, a.x), (a.x, b.f), (b.x, a.f), (a.f * 2, b.x))
+    for pred in (_compare(op, left, right) for left, right in sides):
+        pattern = pycel.seq(a, b).where(pred)
+        assert pycel.compile(pattern).post_filters is None
+        assert _check(pattern, events) > 0
+
+
+def test_int_with_float_in_a_trend() -> None:
+    b = pycel.alias(Px0, "b")
+    events = [Px0(x=x, f=0.0) for x in [1, 2, 2, 5, 3, 4, 9, 1, 2]]
+    for cond in (b.x * 1.5 > pycel.prev(b).x, b.x > pycel.prev(b).x * 1.5, b.x + 0.5 != pycel.prev(b).x):
+        assert _check(pycel.plus(b.where(cond)).within(events=4), events) > len(events)
+
+
 def test_comparison_with_partition_and_join() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px1, "b")
     events = [cls(x=x, s=s, time=k) for k, (cls, x, s) in enumerate(
@@ -139,7 +179,6 @@ def test_plan_has_no_post_filter() -> None:
         (lambda a, b, c: pycel.seq(a, c, b).where(b.x > a.x), "follow each other directly"),
         (lambda a, b, c: pycel.seq(a, pycel.plus(b)).where(b.x > a.x), "follow each other directly"),
         (lambda a, b, c: pycel.seq(a, b).where(b.s > a.s), "numbers and times"),
-        (lambda a, b, c: pycel.seq(a, b).where(b.f > a.x), "int with a float"),
         (lambda a, b, c: pycel.seq(a, b).where((b.x > a.x) & (b.f > a.f)), "by one"),
         (lambda a, b, c: pycel.seq(a, b).where(b.x > a.x).strategy("last"), "LAST"),
         (lambda a, b, c: pycel.seq(a, b, contiguous=True).where(b.x > a.x), "contiguity"),
@@ -176,16 +215,6 @@ def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 # -- generated ----------------------------------------------------------------------------
-_OPS = ("<", "<=", ">", ">=", "!=")
-_TREND_OPS = (*_OPS, "==")
-
-
-_BUILD = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-_BUILD.update({"!=": operator.ne, "==": operator.eq})
-
-
-def _compare(op: str, left: Any, right: Any) -> Any:
-    return _BUILD[op](left, right)
 
 
 @st.composite
@@ -193,6 +222,11 @@ def _threshold(draw: st.DrawFn, e: Any) -> Any:
     """A side read from the new event: the attribute, maybe with arithmetic."""
     shape = draw(st.integers(0, 2))
     return e if shape == 0 else (e + draw(st.integers(-1, 2))) if shape == 1 else e * 2
+
+
+def _mixed(attr: str) -> st.SearchStrategy[str]:
+    """Mostly the same attribute, sometimes the other type (an int against a float)."""
+    return st.sampled_from([attr, attr, "f" if attr == "x" else "x"])
 
 
 @st.composite
@@ -206,16 +240,17 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
         own = getattr(v, attr)
         if draw(st.integers(0, 3)) == 0:  # a trend
             op = draw(st.sampled_from(_TREND_OPS))
-            trend = _compare(op, draw(_threshold(own)), getattr(pycel.prev(v), attr))
+            trend = _compare(op, draw(_threshold(own)), getattr(pycel.prev(v), draw(_mixed(attr))))
             parts.append(pycel.plus(v.where(trend)))
             if previous is not None and draw(st.booleans()):  # every iteration against the event before
-                cond = _compare(draw(st.sampled_from(_OPS)), own, getattr(previous, attr))
+                cond = _compare(draw(st.sampled_from(_OPS)), own, getattr(previous, draw(_mixed(attr))))
                 parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
             previous = None
             continue
         parts.append(v.where(v.x != 3) if draw(st.integers(0, 4)) == 0 else v.__pycel_pattern__())
         if previous is not None and draw(st.booleans()):  # compare with the event before
-            cond = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(own)), getattr(previous, attr))
+            earlier = getattr(previous, draw(_mixed(attr)))
+            cond = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(own)), earlier)
             if draw(st.integers(0, 3)) == 0:  # and join them (a run key)
                 cond = cond & (v.s == previous.s)
             parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
@@ -241,7 +276,8 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
         x = draw(values)
         fields: dict[str, Any] = {"time": k, "s": draw(st.sampled_from(["p", "q"]))}
         if x is not None:
-            f = draw(st.sampled_from([float(x), float(x) + 0.5, math.nan])) if x == 3 else float(x)
+            halves = [float(x), float(x), float(x) + 0.5, float(x) - 0.5]
+            f = draw(st.sampled_from([*halves, math.nan] if x == 3 else halves))
             fields.update(x=x, f=f)
         events.append(draw(st.sampled_from(TYPES))(**fields))
     return pattern, events

@@ -51,6 +51,9 @@ SIDE_NAN, SIDE_NULL = 1 << 41, 1 << 42
 #: Condition operators (register OP threshold) and value kinds, as the tables hold them.
 OP_LT, OP_LE, OP_GT, OP_GE, OP_NE, OP_EQ = 0, 1, 2, 3, 4, 5
 NUMBER, NAN, NULL = 0, 1, 2
+#: Threshold kinds: a number beyond every register (an int register, a float threshold
+#: out of the int64 range; pycel.runtime.registers).
+ABOVE_ALL, BELOW_ALL = 3, 4
 #: The most conditions one state tests (the planner's limit) and the ranges they make,
 #: plus the two side heaps.
 MAX_STATE_CONDITIONS = 4
@@ -63,7 +66,8 @@ class OrderedInput(NamedTuple):
     """The edge conditions as the loop reads them: per δ_gap entry its ``outcome``; per
     state its register (-1: none) and conditions ``cond[cptr[s]:cptr[s+1]]``; per condition
     its operator and threshold row; per register / threshold row and event, the value as
-    an ordered int64 key and its kind (:data:`NUMBER`, :data:`NAN`, :data:`NULL`)."""
+    an ordered int64 key and its kind (:data:`NUMBER`, :data:`NAN`, :data:`NULL`; a
+    threshold also :data:`ABOVE_ALL`, :data:`BELOW_ALL`)."""
 
     outcome: Ints
     state_register: Ints
@@ -128,6 +132,9 @@ def _pieces(
                 const |= ONE << (i - first)
         if kind == NUMBER:
             m += 1
+        elif kind == ABOVE_ALL or kind == BELOW_ALL:  # every register is below (above) it
+            if _HOLDS >> 3 * cond_op[c] >> (ZERO if kind == ABOVE_ALL else 2 * ONE) & 1:
+                const |= ONE << (i - first)
     # values[p]: the number thresholds sorted (equal ones by condition), each placed by
     # its rank; no sort loop (at most MAX_STATE_CONDITIONS of them).
     for piece in range(2 * m + 1):

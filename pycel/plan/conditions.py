@@ -35,6 +35,10 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!=", "==": "=="}
 #: an event splits them into at most 2k+1 ranges, each with its own transitions (2**k).
 MAX_CONDITIONS_PER_TYPE = 4
 _KINDS = {"int": "int", "bool": "int", "time": "int", "float": "float"}
+#: The values an edge condition compares: registers and thresholds of one kind, or an int
+#: register with float thresholds ("int/float"), or the reverse; the runtime turns the
+#: threshold into a key of the register's kind that compares exactly (docs/architecture.md).
+CONDITION_KINDS = ("int", "float", "int/float", "float/int")
 
 
 @attrs.frozen
@@ -48,8 +52,13 @@ class EdgeCondition:
     register: Expr[Any]
     op: str
     threshold: Expr[Any]
-    kind: str  # "int" or "float": the values compared
+    kind: str  # one of CONDITION_KINDS: the register's kind, then the threshold's if other
     text: str
+
+    @property
+    def register_kind(self) -> str:
+        """"int" or "float": how the runs waiting after ``source`` are ordered."""
+        return self.kind.partition("/")[0]
 
     @property
     def register_key(self) -> str:
@@ -73,8 +82,8 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
     """The order comparisons of ``body``'s filters as conditions on ``nfa``'s edges.
 
     Raises :class:`UnsupportedError`, with the way out, for one the automaton cannot
-    evaluate on an edge (its occurrences are not adjacent in every match, strings, an int
-    compared with a float, too many conditions on one event type)."""
+    evaluate on an edge (its occurrences are not adjacent in every match, strings, too many
+    conditions on one event type)."""
     parts = _order_conjuncts(body, None)
     # Trends first: a monotone trend lets a comparison with the event before a plus stand
     # on the plus's first edge only (see _implied_by_trend).
@@ -114,18 +123,17 @@ def _condition(
 ) -> EdgeCondition:
     left, right = occurrence_read(part.left), occurrence_read(part.right)
     assert left is not None and right is not None
-    kinds = {_KINDS.get(part.left.dtype), _KINDS.get(part.right.dtype)}
-    if None in kinds:
+    sides = (_KINDS.get(part.left.dtype), _KINDS.get(part.right.dtype))
+    if None in sides:
         raise UnsupportedError(
             f"{part!r}: the engine compares numbers and times between occurrences; {_way_out(part)}"
         )
-    if len(kinds) > 1:
-        raise UnsupportedError(
-            f"{part!r} compares an int with a float between occurrences, which the engine does "
-            f"not index yet; {_way_out(part)}"
-        )
-    kind = kinds.pop()
-    assert kind is not None
+    def kind(register: Expr[Any]) -> str:
+        """The condition's kind when ``register`` (one side of ``part``) is the register."""
+        reg, thr = (sides[0], sides[1]) if register is part.left else (sides[1], sides[0])
+        assert reg is not None and thr is not None
+        return reg if reg == thr else f"{reg}/{thr}"
+
     if left[1] or right[1]:  # a trend: one side reads prev(b)
         prev_side, now_side = (part.left, part.right) if left[1] else (part.right, part.left)
         var = left[0]
@@ -141,17 +149,17 @@ def _condition(
                 f"(plus(b.where(...))); {_way_out(part)}"
             )
         op = part.op if prev_side is part.left else _FLIP[part.op]
-        return EdgeCondition(beta, beta, _plain(prev_side), op, now_side, kind, repr(part))
+        return EdgeCondition(beta, beta, _plain(prev_side), op, now_side, kind(prev_side), repr(part))
     alpha, beta = _single_atom(nfa, left[0], part), _single_atom(nfa, right[0], part)
     if _adjacent(nfa, alpha, beta):  # left is the earlier occurrence: the register
-        return EdgeCondition(alpha, beta, part.left, part.op, part.right, kind, repr(part))
+        return EdgeCondition(alpha, beta, part.left, part.op, part.right, kind(part.left), repr(part))
     if _adjacent(nfa, beta, alpha):
-        return EdgeCondition(beta, alpha, part.right, _FLIP[part.op], part.left, kind, repr(part))
+        return EdgeCondition(beta, alpha, part.right, _FLIP[part.op], part.left, kind(part.right), repr(part))
     for first, then, register, op, threshold in (
         (alpha, beta, part.left, part.op, part.right),
         (beta, alpha, part.right, _FLIP[part.op], part.left),
     ):
-        cond = EdgeCondition(first, then, register, op, threshold, kind, repr(part))
+        cond = EdgeCondition(first, then, register, op, threshold, kind(register), repr(part))
         if _implied_by_trend(nfa, cond, trends):
             return cond
     raise UnsupportedError(

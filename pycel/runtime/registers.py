@@ -7,6 +7,14 @@ magnitude bits flipped below zero, so keys order as the floats do (``-0.0`` is `
 first); NaN and null are not keys but kinds: a comparison with null is false, with NaN
 false except ``!=``.
 
+An int compared with a float is compared exactly, as Python does, by turning the threshold
+into a key of the register's kind for that operator (a row kind ``"int:<"``: float
+thresholds as int keys for ``<``). Over ints, ``r < y`` is ``r < ceil(y)`` and ``r <= y``
+is ``r <= floor(y)``; a threshold beyond every int64 is the kind :data:`ABOVE_ALL` (or
+:data:`BELOW_ALL`), and ``r != y`` with y no int64 holds for every number, like ``!= NaN``.
+Over floats, an int x that no float equals lies between two neighbouring floats lo < x < hi,
+so ``r < x`` is ``r < hi`` and ``r <= x`` is ``r <= lo`` (no float lies between them).
+
 Example::
 
     keys, kinds = ordered_keys([cond.register], "float", batch, scopes)
@@ -22,12 +30,12 @@ import numpy as np
 import numpy.typing as npt
 
 from pycel.data.ingest import EventBatch
-from pycel.jit.ordered import NAN, NULL, NUMBER, OrderedInput, ordered_input
+from pycel.jit.ordered import ABOVE_ALL, BELOW_ALL, NAN, NULL, NUMBER, OrderedInput, ordered_input
 from pycel.language.expr import Arith, Attr, Expr, expr_key
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
 
-from .predicates import Overflows, expression_values
+from .predicates import Overflows, compare, expression_values
 
 Ints = npt.NDArray[np.int64]
 _OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "!=": 4, "==": 5}
@@ -37,9 +45,10 @@ _MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 def ordered_keys(
     exprs: Sequence[tuple[Expr[Any], str, str]], batch: EventBatch
 ) -> tuple[Ints, Ints]:
-    """(keys, kinds), one row per (expression, kind "int"/"float", event type it is read
-    on) and one column per event. Integer overflow on an event of that type is the
-    DataError of a filter (docs/data.md).
+    """(keys, kinds), one row per (expression, kind, event type it is read on) and one
+    column per event. The kind is "int" or "float", or "int:OP" / "float:OP" for a
+    threshold of the other type compared by OP (module docstring). Integer overflow on an
+    event of that type is the DataError of a filter (docs/data.md).
 
     Rows with the same values (the same expression up to its variables, e.g. a trend's
     ``prev(t).price`` and ``t.price``, and a comparison's threshold read by several
@@ -66,7 +75,10 @@ def ordered_keys(
             log.scope = is_type[batch.type_ids]
         values, valid = expression_values(e, batch, log)
         first, *others = rows
-        if kind == "int":
+        target, _, op = kind.partition(":")
+        if op:
+            _mixed_keys(target, op, values, valid, keys[first], kinds[first])
+        elif kind == "int":
             _int_keys(values, valid, keys[first], kinds[first])
         else:
             _float_keys(values, valid, keys[first], kinds[first])
@@ -107,6 +119,41 @@ def _float_keys(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any], keys:
         kinds[invalid] = NULL
 
 
+def _mixed_keys(
+    target: str, op: str, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any], keys: Ints, kinds: Ints
+) -> None:
+    """Keys of kind ``target`` for thresholds of the other type, compared by ``register op
+    threshold`` exactly (module docstring)."""
+    if target == "int":
+        f = values.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            t = np.ceil(f) if op in ("<", ">=") else np.floor(f) if op in ("<=", ">") else f
+            above, below = t >= 2.0**63, t < -(2.0**63)
+            inside = (t == np.floor(t)) & ~above & ~below  # False for NaN and ±inf
+        keys[:] = 0
+        keys[inside] = t[inside].astype(np.int64)
+        kinds.fill(NAN)  # NaN, and for != a threshold no int equals: holds for every number
+        kinds[inside] = NUMBER
+        if op != "!=":
+            kinds[above] = ABOVE_ALL
+            kinds[below] = BELOW_ALL
+    else:
+        i = values.astype(np.int64)
+        f = i.astype(np.float64)  # the nearest float
+        rounded_up, rounded_down = compare("<", i, f), compare(">", i, f)
+        if op in ("<", ">="):  # the float above x
+            f[rounded_down] = np.nextafter(f[rounded_down], np.inf)
+        elif op in ("<=", ">"):  # the float below x
+            f[rounded_up] = np.nextafter(f[rounded_up], -np.inf)
+        _float_keys(f, valid, keys, kinds)
+        if op == "!=":
+            kinds[(rounded_up | rounded_down) & valid] = NAN
+    if not valid.all():
+        invalid = ~valid
+        keys[invalid] = 0
+        kinds[invalid] = NULL
+
+
 def _has_arith(e: Expr[Any]) -> bool:
     """Whether ``e`` computes (integer arithmetic, of ints, times or bools, may overflow)."""
     return isinstance(e, Arith) or any(_has_arith(c) for c in e.children())
@@ -126,6 +173,12 @@ def _value_key(e: object) -> object:
     return expr_key(e)
 
 
+def _threshold_kind(kind: str, op: str) -> str:
+    """The row kind of a condition's thresholds (``"int:<"``: floats as int keys for <)."""
+    register, _, threshold = kind.partition("/")
+    return f"{register}:{op}" if threshold else register
+
+
 def ordered_tables(plan: Plan, t: DfaTables, batch: EventBatch) -> OrderedInput:
     """The loop's view of ``plan``'s edge conditions for one batch (``t``: the automaton's
     current tables)."""
@@ -136,8 +189,8 @@ def ordered_tables(plan: Plan, t: DfaTables, batch: EventBatch) -> OrderedInput:
     for cond in conds:
         if cond.register_key not in registers:
             registers[cond.register_key] = len(reg_exprs)
-            reg_exprs.append((cond.register, cond.kind, atoms[cond.source].event))
-    thr_exprs = [(c.threshold, c.kind, atoms[c.target].event) for c in conds]
+            reg_exprs.append((cond.register, cond.register_kind, atoms[cond.source].event))
+    thr_exprs = [(c.threshold, _threshold_kind(c.kind, c.op), atoms[c.target].event) for c in conds]
     # One call, so that a register and a threshold with the same values (a trend's
     # ``prev(t).price`` and ``t.price``) are computed once.
     keys, kinds = ordered_keys(reg_exprs + thr_exprs, batch)

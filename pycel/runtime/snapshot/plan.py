@@ -26,7 +26,7 @@ from pycel.language.comparisons import ORDER_OPS
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
 from pycel.plan.automaton import AtomState, Nfa
-from pycel.plan.conditions import EdgeCondition, check_registers
+from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, check_registers
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
 from pycel.plan.planner import STRATEGIES, Plan
@@ -295,7 +295,7 @@ def nfa_from_json(x: Json) -> Nfa:
     for item in as_list(x.get("conditions", []), "conditions"):
         source, target, register, op, threshold, kind, text = as_list(item, "condition", 7)
         a, b = as_int(source, "condition edge", 0, n), as_int(target, "condition edge", 0, n)
-        if b not in edges[a] or op not in (*ORDER_OPS, "==") or kind not in ("int", "float"):
+        if b not in edges[a] or op not in (*ORDER_OPS, "==") or kind not in CONDITION_KINDS:
             raise bad("a condition on an edge")
         conditions.append(
             EdgeCondition(
