@@ -157,6 +157,32 @@ def test_int_with_float_in_a_trend() -> None:
         assert _check(pycel.plus(b.where(cond)).within(events=4), events) > len(events)
 
 
+def test_strategies_with_a_window_choose_among_ordered_runs() -> None:
+    """LAST, NEXT and MAX with a window over comparisons and trends, the V-shape too."""
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
+    d, u = pycel.alias(Px0, "d"), pycel.alias(Px0, "u")
+    events = _ticks([5, 3, 2, 4, 6, 1, 3, 2, 7, 0, 8])
+    v_shape = pycel.seq(
+        pycel.plus(d.where(d.x < pycel.prev(d).x)), pycel.plus(u.where(u.x > pycel.prev(u).x))
+    )
+    rise = pycel.seq(a, b).where(b.x > a.x)
+    for strategy in ("last", "next", "max"):
+        for window in (2, 4, 8):
+            assert _check(rise.within(events=window).strategy(strategy), events) > 0
+            assert _check(v_shape.within(events=window).strategy(strategy), events) > 0
+
+
+def test_last_with_a_window_chooses_without_enumerating_every_trend() -> None:
+    """A rising run of n events has 2**n - 1 rising subsequences; LAST keeps, per end, the
+    one with every event since the window's start. The loop chooses it by descent instead
+    of enumerating them all (that was refused above 10,000 outputs per end)."""
+    b = pycel.alias(Px0, "b")
+    rising = pycel.plus(b.where(b.x > pycel.prev(b).x))
+    _check(rising.within(events=12).strategy("last"), _ticks(list(range(13))))
+    got = pycel.compile(rising.within(events=40).strategy("last")).run(_ticks(list(range(40))))
+    assert [m.positions() for m in got] == [tuple(range(end + 1)) for end in range(40)]
+
+
 def test_comparison_with_partition_and_join() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px1, "b")
     events = [cls(x=x, s=s, time=k) for k, (cls, x, s) in enumerate(
@@ -262,8 +288,9 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
         pattern = pattern.within(events=size) if unit == "events" else pattern.within(size, on=PxTick.time)
     if draw(st.integers(0, 3)) == 0:
         pattern = pattern.partition_by("s")
-    if draw(st.integers(0, 4)) == 0:
-        pattern = pattern.strategy("any")
+    if draw(st.integers(0, 2)) == 0:  # LAST/NEXT/MAX run with a window only
+        names = ["any", "last", "next", "max"] if window is not None else ["any"]
+        pattern = pattern.strategy(draw(st.sampled_from(names)))  # type: ignore[arg-type]
     if draw(st.integers(0, 4)) == 0:
         kept = draw(st.lists(st.sampled_from(["v0", "v1"]), min_size=1, max_size=2, unique=True))
         pattern = pattern.select(*kept)

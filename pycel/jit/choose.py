@@ -47,9 +47,9 @@ import numpy as np
 from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints
-from .enumerate import _grow
+from .enumerate import TREAP, U_CMS, _grow
 from .inner import inner
-from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
+from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_BIT, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
 #: ``at`` for :func:`_add_layer`: the largest position there is (LAST).
 LARGEST = np.int64(-1)
@@ -141,8 +141,12 @@ def _add_layer(
                 hs = stack[top] & umask
                 e = U[U_CONTENT, hs]
                 p = E[E_POS, e & emask]
-                largest = max(largest, p)
-                if collect and p == at:
+                # An ordered index node (pycel.jit.ordered) is ordered by register, not
+                # max-start: its own run may have left the window while its children did not.
+                inside = U[U_BIT, hs] < TREAP or U[U_CMS, hs] >= lo
+                if inside:
+                    largest = max(largest, p)
+                if inside and collect and p == at:
                     j = first
                     while j < count and layered[2 * j] != e:
                         j += 1
@@ -346,6 +350,16 @@ def choose_next(
                     break
                 top -= 1
                 hs = stack[top] & umask
+                left = U[U_LEFT, hs]
+                if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                    stack[top] = left
+                    top += 1
+                right = U[U_RIGHT, hs]
+                if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                    stack[top] = right
+                    top += 1
+                if U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
+                    continue  # an ordered index node whose own run left the window
                 x = U[U_CONTENT, hs]
                 s = (x * _MIX >> 17) & mask
                 while table[2 * s] != -1 and table[2 * s] != x:
@@ -362,14 +376,6 @@ def choose_next(
                 links[2 * n_steps + 1] = done - 1
                 ahead[y] = n_steps
                 n_steps += 1
-                left = U[U_LEFT, hs]
-                if live(U, unext, left) and U[U_MS, left & umask] >= lo:
-                    stack[top] = left
-                    top += 1
-                right = U[U_RIGHT, hs]
-                if live(U, unext, right) and U[U_MS, right & umask] >= lo:
-                    stack[top] = right
-                    top += 1
         if n >= 0:
             steps[n] = n_steps
             break

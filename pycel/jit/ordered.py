@@ -1,4 +1,5 @@
-"""The per-event loop for patterns with comparisons between occurrences (ALL and ANY):
+"""The per-event loop for patterns with comparisons between occurrences (ALL and ANY, and
+the LAST/NEXT choice with a window, :mod:`pycel.jit.choose`):
 the ALL loop (:mod:`pycel.jit.runtime`) where the runs of a state with edge conditions
 are kept ordered by their register (:mod:`pycel.jit.treap`).
 
@@ -25,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
+from .choose import choose_last, choose_next, gather_finals
 from .enumerate import _enumerate_ordered, _enumerate_ordered_distinct, _grow, drops_variables, new_buffers
 from .runtime import _fire
 from .store import (
@@ -205,9 +207,13 @@ def _pieces(
     return n
 
 
-def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
+def _ordered_loop(consuming: bool, distinct: bool, last: bool, next_: bool) -> OrderedLoop:
     """The loop compiled with the paths one kind of query uses (closure constants, as in
-    :func:`pycel.jit.runtime._all_loop`): consumption, the projection's duplicate check."""
+    :func:`pycel.jit.runtime._all_loop`): consumption, the projection's duplicate check,
+    and LAST's or NEXT's choice among an end's outputs that fit the window instead of
+    enumerating them all (:mod:`pycel.jit.choose`; its walks skip a treap node whose own
+    run left the window, as the enumerator does)."""
+    choosing = last or next_
 
     @njit(cache=True)
     def run_batch_ordered(
@@ -265,6 +271,11 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             enumerate_matches = _enumerate_ordered_distinct
         else:
             enumerate_matches = _enumerate_ordered
+        if last:
+            choose_end = choose_last
+        else:
+            choose_end = choose_next
+        finals = np.empty(64, dtype=np.int64)
         # Whether a treap of NaN or null registers may exist: two lookups per conditioned
         # state and event saved when none does. A scan of H answers it when that is cheap
         # next to the batch (else assume one may); an insertion into one sets it.
@@ -302,6 +313,7 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             if moves > new_x.shape[0]:
                 new_x = _grow(new_x, moves)
                 new_d = _grow(new_d, moves)
+                finals = _grow(finals, moves)
             if ctr[C_MAX_DEPTH] + room + 1 > stack_h.shape[0]:
                 stack_h = _grow(stack_h, ctr[C_MAX_DEPTH] + room + 1)
             # (1) Fire transitions: read H (earlier positions only). A state's rows (one
@@ -339,15 +351,23 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
             # (2) Enumerate the matches ending here.
             emitted = ZERO
             first_out = n_out
-            for f in range(fired):
-                if final[new_d[f]] and emitted < budget_all:
-                    (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                     got) = enumerate_matches(
-                        new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                        max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d,
-                        seen, first_out,
+            if choosing:  # LAST/NEXT with a window: the end's chosen outputs, from all its finals
+                n_finals = gather_finals(new_x, new_d, final, fired, finals)
+                if n_finals > 0:
+                    (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
+                        finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
-                    emitted += got
+            if not choosing:  # (not compiled into a choosing variant)
+                for f in range(fired):
+                    if final[new_d[f]] and emitted < budget_all:
+                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                         got) = enumerate_matches(
+                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                            stack_d, seen, first_out,
+                        )
+                        emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
                     record_barrier(HT, ctr, consume, k, pos)
@@ -389,24 +409,27 @@ def _ordered_loop(consuming: bool, distinct: bool) -> OrderedLoop:
 
 
 OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers], Step]
-_LOOPS: dict[tuple[bool, bool], OrderedLoop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool], OrderedLoop] = {}
 
 
-def loop_variants() -> dict[tuple[bool, bool], OrderedLoop]:
-    """The ordered loop variants made so far, by (consuming, distinct)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool], OrderedLoop]:
+    """The ordered loop variants made so far, by (consuming, distinct, last, next)."""
     return dict(_LOOPS)
 
 
-def run_batch_ordered(store: NodeStore, batch: BatchInput, tables: DfaArrays, ordered: OrderedInput) -> Step:
-    """Process one batch of a pattern with edge conditions (ALL/ANY); return the (possibly
-    grown) store and the matches. ``store.U`` has :data:`~pycel.jit.treap.TREAP_ROWS` rows.
+def run_batch_ordered(
+    store: NodeStore, batch: BatchInput, tables: DfaArrays, ordered: OrderedInput, choose: str = ""
+) -> Step:
+    """Process one batch of a pattern with edge conditions (ALL/ANY, or the choice of
+    ``choose`` "last"/"next" at each end, with a window); return the (possibly grown)
+    store and the matches. ``store.U`` has :data:`~pycel.jit.treap.TREAP_ROWS` rows.
 
     Example::
 
         step = run_batch_ordered(store, batch_input(...), tables, ordered_input(...))
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    key = (bool(batch.consume), distinct)
+    key = (bool(batch.consume), distinct, choose == "last", choose == "next")
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ordered_loop(*key)

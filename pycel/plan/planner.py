@@ -153,12 +153,12 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     family = choose_family(spec, body)
     if has_absence(body):
         _check_absence(spec, body, family)
-    if has_order_comparisons(body) and family != "sequential":
+    if has_order_comparisons(body) and family not in ("sequential", "windowed"):
         raise UnsupportedError(
             f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
-            + (" and AND" if family == "parallel" else "")
-            + " are not supported by the engine yet (ALL and ANY are); write them with "
-            "where(..., post_filter=True)"
+            + (" and AND" if family == "parallel" else " without a window")
+            + " are not supported by the engine yet (ALL and ANY are, and LAST, NEXT and MAX "
+            "with a window); write them with where(..., post_filter=True)"
         )
     schema = Schema.for_types([*event_types(spec.body), *types])
     post_filters = PostFilters.of(post) if post else None

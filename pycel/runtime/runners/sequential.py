@@ -150,7 +150,7 @@ class SequentialRunner:
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
         inputs = (self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
-            step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch))
+            step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch), self.choose)
         else:
             step = run_batch(*inputs, batch.residual, self.choose)
         self.store.keep(step.store)

@@ -104,9 +104,8 @@ class WindowedRunner:
 
 def _chosen_in_loop(plan: Plan) -> str:
     """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`), or "": LAST and
-    NEXT without post-filters (the strategy must compare the outputs that pass them) and
-    without comparisons on the automaton (their loop has no chooser)."""
-    in_loop = plan.strategy in ("last", "next") and plan.post_filters is None and not plan.nfa.conditions
+    NEXT without post-filters (the strategy must compare the outputs that pass them)."""
+    in_loop = plan.strategy in ("last", "next") and plan.post_filters is None
     return plan.strategy if in_loop else ""
 
 
