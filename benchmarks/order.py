@@ -24,6 +24,9 @@ evaluates such comparisons after enumerating.
     python benchmarks/order.py                      # 1M events, windows 100 … 100,000
     python benchmarks/order.py --events 200000 --windows 100,1000 --repeat 1
 
+``--strategies`` (default ``last,next``) also runs the trend without ``limit(1)`` under
+LAST and NEXT with each window: the loop chooses one match per end.
+
 Results: printed, and written to benchmarks/results/order.md.
 """
 
@@ -88,6 +91,15 @@ def trend(window: int, post: bool) -> pycel.Pattern:
     rising = pycel.plus(t.where(t.price > pycel.prev(t).price))
     body = pycel.seq(s, rising, b).where(t.price > s.price, post_filter=post)
     return body.within(events=window).partition_by("stock").limit(1)
+
+
+def chosen_trend(window: int, strategy: str) -> pycel.Pattern:
+    """The trend without limit(1), one match per end chosen by ``strategy`` (LAST: the
+    latest ticks; NEXT: the earliest sell and ticks) among those inside the window."""
+    s, t, b = pycel.alias(Sell, "s"), pycel.alias(Tick, "t"), pycel.alias(Buy, "b")
+    rising = pycel.plus(t.where(t.price > pycel.prev(t).price))
+    body = pycel.seq(s, rising, b).where(t.price > s.price)
+    return body.within(events=window).partition_by("stock").strategy(strategy)  # type: ignore[arg-type]
 
 
 def run(pattern: pycel.Pattern, events: pd.DataFrame) -> pycel.Matches:
@@ -159,6 +171,7 @@ def main() -> None:
     parser.add_argument("--windows", default="100,1000,10000,100000", help="count windows, comma-separated")
     parser.add_argument("--post-max-window", type=int, default=10_000, help="largest trend post-filter run")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--strategies", default="last,next", help="chosen-trend strategies, or empty")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "order.md"))
     args = parser.parse_args()
     events = quotes(args.events, args.keys)
@@ -180,6 +193,13 @@ def main() -> None:
             rows.append((name, w, len(indexed), args.events / indexed_s, indexed_s, post_s))
             shapes.append((name, w, index_shape(make(w, False), events, w)))
             print(f"{name} window {w}: {rows[-1]} {shapes[-1][2]}", flush=True)
+    chosen = []
+    for strategy in filter(None, args.strategies.split(",")):
+        for w in (int(x) for x in args.windows.split(",")):
+            chosen_s, matches = timed(lambda st=strategy, w=w: run(chosen_trend(w, st), events), args.repeat)
+            check_trend(matches, events)
+            chosen.append((strategy, w, len(matches), args.events / chosen_s, chosen_s))
+            print(f"trend {strategy} window {w}: {chosen[-1]}", flush=True)
     lines = [
         "# Comparisons between occurrences: the ordered run index vs post-filters",
         "",
@@ -213,6 +233,18 @@ def main() -> None:
             f"| {sh['treap nodes']:.1f} | {sh['mean depth']:.2f} | {sh['max height']} "
             f"| {int(sh['live heap nodes']):,} | {int(sh['heap capacity']):,} |"
         )
+    if chosen:
+        lines += [
+            "",
+            "The trend without `limit(1)`, LAST or NEXT choosing one match per end among those inside",
+            "the window (the loop's chooser, `pycel/jit/choose.py`; every match checked rising and above",
+            "the sell). ALL would enumerate every rising run.",
+            "",
+            "| strategy | window | matches | ev/CPU-s | s |",
+            "|---|---|---|---|---|",
+        ]
+        for strategy, w, m, rate, x in chosen:
+            lines.append(f"| {strategy} | {w:,} | {m:,} | {rate / 1e6:.2f}M | {x:.3f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
