@@ -26,6 +26,7 @@ from pycel.data.matches import Matches
 from pycel.language.clauses import split_query
 from pycel.language.events import Event
 from pycel.plan.planner import Plan, plan_query
+from pycel.runtime.residual import check_consumable
 from pycel.runtime.stream import Stream
 
 
@@ -70,6 +71,8 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
         query = pycel.compile(pycel.seq(Sell, Buy).within(events=100))
     """
     plan = plan_query(split_query(pattern), types, repr(pattern))
+    if plan.post_filters is not None and plan.consume != 0:
+        check_consumable(plan.post_filters, plan.schema, plan.variables)
     return CompiledQuery(**attrs.asdict(plan, recurse=False))
 
 

@@ -248,6 +248,68 @@ def test_queries_without_post_filters_keep_no_tail() -> None:
     assert stream.post_tail is None and stream.plan.post_filters is None
 
 
+# -- consumption -------------------------------------------------------------------------------
+def test_only_matches_that_pass_consume() -> None:
+    """At position 1 the sequence matches but fails the post-filter: nothing is output,
+    so nothing is consumed, and a at 0 still pairs with b at 2 (consuming on the
+    unfiltered match would lose it)."""
+    evs = [A(x=1, s="p", time=0), B(x=0, s="p", time=1), B(x=2, s="p", time=2), B(x=3, s="p", time=3)]
+    query = post(seq(a, b), a.x < b.x).consume("any")
+    assert [m.positions() for m in pycel.compile(query).run(evs)] == [(0, 2)]
+    assert agree(query, evs) == 1
+    windowed = post(seq(a, b), a.x < b.x).within(events=3)
+    for strategy in ("all", "last", "next", "max"):
+        assert agree(windowed.strategy(strategy).consume("any"), evs) == 1  # type: ignore[arg-type]
+    per_key = post(seq(a, b), a.x < b.x).partition_by(Ev.s).consume("partition")
+    assert agree(per_key, [*evs, A(x=0, s="q", time=4), B(x=0, s="q", time=5), B(x=1, s="q", time=6)]) == 2
+
+
+class Wide(pycel.Event):
+    n: pycel.Field[int]
+    f: pycel.Field[float]
+
+
+class WideA(Wide): ...
+
+
+class WideB(Wide): ...
+
+
+def test_consumption_checks_ints_against_floats_and_large_products_exactly() -> None:
+    """The enumerator's checks are exact where consumption needs them: an int beyond 2**53
+    against a float (2**53 + 1 > 2.0**53, though both round to one float), and a product
+    of ints between 2**62 and 2**63. Each middle event fails the post-filter and must not
+    consume the a before it."""
+    wa, wb = pycel.alias(WideA, "wa"), pycel.alias(WideB, "wb")
+    big = 2**53 + 1
+    cases = [
+        (wa.n < wb.f, [WideA(n=big), WideB(f=2.0**53), WideB(f=2.0**53 + 2)]),
+        (wb.f > wa.n, [WideA(n=big), WideB(f=2.0**53), WideB(f=2.0**53 + 2)]),
+        (wa.n * wb.n > 2**62, [WideA(n=2**31), WideB(n=2**31), WideB(n=2**31 + 1)]),
+    ]
+    for pred, evs in cases:
+        query = pycel.seq(wa, wb).where(pred, post_filter=True).consume("any")
+        assert [m.positions() for m in pycel.compile(query).run(evs)] == [(0, 2)], pred
+        assert agree(query, evs) == 1
+
+
+def test_consumption_refuses_a_push_whose_arithmetic_could_overflow() -> None:
+    """With consumption the post-filters are checked while enumerating, exactly: values
+    whose integer arithmetic could leave int64 are a DataError, and the push takes
+    nothing (the stream goes on as if it had not been made)."""
+    query = pycel.compile(post(seq(a, b), a.x * b.x > 4).consume("any"))
+    stream = query.stream()
+    first = [A(x=1, s="p", time=0), B(x=2, s="p", time=1)]
+    assert stream.push(first).keys() == set()  # 1 * 2 is not > 4: nothing consumed
+    with pytest.raises(pycel.DataError, match="64-bit range"):
+        stream.push([B(x=2**62, s="p", time=2)])
+    rest = [B(x=5, s="p", time=2)]
+    got = stream.push(rest)
+    assert [m.positions() for m in got] == [(0, 2)]
+    reference = pycel.reference.evaluate(post(seq(a, b), a.x * b.x > 4).consume("any"), first + rest)
+    assert got.keys() == reference.keys()
+
+
 # -- rejections -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("pattern", "message"),
@@ -256,8 +318,9 @@ def test_queries_without_post_filters_keep_no_tail() -> None:
         (seq(a, plus(post(a, a.x > 1))), "inside plus"),
         (seq(post(seq(a, b), a.x < b.x), a), "also binds outside"),
         (post(seq(a, b), a.x < b.x) | seq(a, c), "also binds outside"),
-        (post(seq(a, b), a.x < b.x).consume("any"), "consume"),
-        (post(seq(a, b), a.x < b.x).partition_by(Ev.s).consume("partition"), "consume"),
+        (post(seq(a, b), a.s.isin(["x"]) | (a.x < b.x)).consume("any"), "consume"),
+        (post(seq(a, b), a.s < b.s).partition_by(Ev.x).consume("partition"), "consume"),
+        (post(seq(a, b).where(b.x > a.x), a.s < b.s).consume("any"), "comparisons between occurrences"),
         (post(seq(a, b), a.x < b.x).strategy("last"), "with a window only"),
         (post(seq(a, b), a.x < b.x).strategy("next"), "with a window only"),
         (post(seq(a, b), a.x < b.x).strategy("max"), "with a window only"),
@@ -323,7 +386,9 @@ def _replace(node: Pattern, path: tuple[int, ...], new: Pattern) -> Pattern:
 
 
 @st.composite
-def _predicates(draw: st.DrawFn, variables: list[str]) -> Any:
+def _predicates(draw: st.DrawFn, variables: list[str], consuming: bool = False) -> Any:
+    """A post-filter over ``variables``; ``consuming``: only conjuncts the enumerator
+    checks (consumption needs them all; IN is checked on complete matches only)."""
     first = draw(st.sampled_from(variables))
     others = [v for v in variables if v != first] or [first]
     v1, v2 = pycel.alias(Base, first), pycel.alias(Base, draw(st.sampled_from(others)))
@@ -339,7 +404,7 @@ def _predicates(draw: st.DrawFn, variables: list[str]) -> Any:
                 (v1.s == v2.s) | (v1.x > k),
                 v1.time < v2.time,
                 ~(v1.x == k),
-                v1.s.isin(["a", "b"]) & (v2.x <= k),
+                *([] if consuming else [v1.s.isin(["a", "b"]) & (v2.x <= k)]),
             ]
         )
     )
@@ -348,6 +413,7 @@ def _predicates(draw: st.DrawFn, variables: list[str]) -> Any:
 @st.composite
 def post_filtered_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
     body = draw(patterns(TYPES, 3, BODIES))
+    consume = draw(st.sampled_from(["none", "none", "any", "partition"]))
     total = _bindings(body)
     for _ in range(draw(st.integers(1, 2))):
         path = draw(st.sampled_from(_paths(body)))
@@ -356,7 +422,7 @@ def post_filtered_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
         eligible = sorted(v for v in inner if inner[v] == total[v] and v in total)
         if not eligible:
             continue
-        pred = draw(_predicates(eligible))
+        pred = draw(_predicates(eligible, consuming=consume != "none"))
         body = _replace(body, path, Filter(target, pred, True))
     pattern: Pattern = body
     window = draw(st.sampled_from(["none", "events", "time"]))
@@ -373,6 +439,8 @@ def post_filtered_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
     if draw(st.integers(0, 3)) == 0:
         names = sorted(total)
         pattern = pattern.select(*draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
+    if consume != "none":  # the matches that pass the post-filters consume
+        pattern = pattern.consume(consume)  # type: ignore[arg-type]
     has_plus = "+" in repr(body)
     length = 10 if has_plus else 20
     return pattern, draw(streams(TYPES, length, min_len=length // 2, nulls=True))

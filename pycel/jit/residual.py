@@ -7,8 +7,9 @@ reads, it evaluates the conjunct on every combination of bound events that inclu
 new node, and when one combination is not True (False, or unknown through a null) no
 completion of the path can pass ("for all combinations", docs/postfilter.md), so the
 walk does not go below that node. Pruning is *conservative*: where the interpreter cannot
-be sure it agrees with the column-wise evaluator (an integer overflow, an int compared
-with a float beyond 2**53) it does not prune, and the complete check decides.
+be sure it agrees with the column-wise evaluator (an integer overflow) it does not prune,
+and the complete check decides. Otherwise it is exact (an int compares with a float as
+Python compares them), which consumption relies on (:mod:`pycel.runtime.residual`).
 
 The conjuncts are data, not code: small stack programs (built per push by
 :mod:`pycel.runtime.residual`) over the attribute columns of the events a match may still
@@ -38,11 +39,10 @@ Floats = npt.NDArray[np.float64]
  CMP_I, CMP_F, CMP_IF, CMP_FI, AND, OR, NOT, TRUTHY) = range(21)  # fmt: skip
 # Comparison codes (operand a of CMP_*).
 EQ, NE, LT, LE, GT, GE = range(6)
-# Ints whose float64 value is exact: an int and a float compare exactly through it.
-_EXACT = 1 << 53
 _INT64_MIN = np.int64(-(2**63))
 _INT64_MAX = np.int64(2**63 - 1)
 _MUL_SAFE = 2.0**62
+_TWO_63 = 2.0**63
 
 # The columns of stats: per conjunct, combinations evaluated and those that failed; then
 # the path nodes the enumerator visited (the work pruning saves).
@@ -80,7 +80,7 @@ class Residual(NamedTuple):
     digits: Ints
 
 
-def _cmp(op: Int, x: float, y: float) -> Truth:
+def _cmp(op: Int, x: float | Int, y: float | Int) -> Truth:
     """``x op y``; for floats IEEE: a NaN compares False, except with !=, as numpy's
     comparisons do."""
     if op == EQ:
@@ -94,6 +94,45 @@ def _cmp(op: Int, x: float, y: float) -> Truth:
     if op == GT:
         return x > y
     return x >= y
+
+
+#: ``x op y`` is ``y flip[op] x``.
+_FLIP = np.array([EQ, NE, GT, GE, LT, LE], dtype=np.int64)
+
+
+@inner
+def _int_float_cmp(op: Int, x: Int, f: float) -> Truth:
+    """``x op f`` exactly, as Python compares an int with a float. Rounding to float64
+    is monotone and keeps floats, so where float(x) != f that comparison decides; where
+    they are equal f is an integer (at most 2**63, which every int64 is below)."""
+    g = float(x)
+    if g != f:  # (NaN: False, except !=)
+        return _cmp_f_jit(op, g, f)
+    if f >= _TWO_63:
+        return _cmp_i_jit(op, np.int64(0), np.int64(1))
+    return _cmp_i_jit(op, x, np.int64(f))
+
+
+@inner
+def _mul_overflows(x: Int, y: Int) -> Truth:
+    """Whether ``x * y`` leaves int64, tested without multiplying (the bounds divided by
+    one operand, rounded toward zero)."""
+    if x == 0 or y == 0:
+        return False
+    if x > 0:
+        return x > _INT64_MAX // y if y > 0 else y < _trunc_div(_INT64_MIN, x)
+    if y > 0:
+        return x < _trunc_div(_INT64_MIN, y)
+    return y < _trunc_div(_INT64_MAX, x)
+
+
+@inner
+def _trunc_div(a: Int, b: Int) -> Int:
+    """``a / b`` rounded toward zero (b != 0, not MIN / -1)."""
+    q = a // b
+    if q < 0 and q * b != a:
+        q += 1
+    return q
 
 
 # One dispatcher per operand type (each compiles one signature).
@@ -167,9 +206,8 @@ def _evaluate(res: Residual, first: Int, last: Int) -> Int:
                     return -1
                 ist[top - 1] = x - y if valid else 0
             elif op == MUL_I:
-                # |x·y| below 2**62 by float magnitude is exactly representable; above it
-                # (whether or not it would fit) the check is left to the complete match.
-                if valid and abs(float(x) * float(y)) >= _MUL_SAFE:
+                # |x·y| below 2**62 by float magnitude fits; above, the exact test.
+                if valid and abs(float(x) * float(y)) >= _MUL_SAFE and _mul_overflows(x, y):
                     return -1
                 ist[top - 1] = x * y if valid else 0
             elif op == MOD_I:
@@ -189,13 +227,9 @@ def _evaluate(res: Residual, first: Int, last: Int) -> Int:
             elif op == CMP_F:
                 ist[top - 1] = 1 if valid and _cmp_f_jit(a, fx, fy) else 0
             elif op == CMP_IF:
-                if valid and (x > _EXACT or x < -_EXACT):
-                    return -1
-                ist[top - 1] = 1 if valid and _cmp_f_jit(a, float(x), fy) else 0
-            else:  # CMP_FI
-                if valid and (y > _EXACT or y < -_EXACT):
-                    return -1
-                ist[top - 1] = 1 if valid and _cmp_f_jit(a, fx, float(y)) else 0
+                ist[top - 1] = 1 if valid and _int_float_cmp(a, x, fy) else 0
+            else:  # CMP_FI: fx op y is y (op flipped) fx
+                ist[top - 1] = 1 if valid and _int_float_cmp(_FLIP[a], y, fx) else 0
             vst[top - 1] = valid
     return 1 if vst[0] and ist[0] == 1 else 0
 

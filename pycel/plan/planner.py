@@ -148,9 +148,10 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     if spec.strategy not in STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
     body, post = split_post_filters(spec.body)
-    if post:
-        check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None)
     family = choose_family(spec, body)
+    if post:
+        pruned = family in ("sequential", "windowed") and not has_order_comparisons(body)
+        check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
     if has_absence(body):
         _check_absence(spec, body, family)
     if has_order_comparisons(body) and family not in ("sequential", "windowed"):

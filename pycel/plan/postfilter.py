@@ -98,15 +98,19 @@ def split_post_filters(body: Pattern) -> tuple[Pattern, tuple[Expr[bool], ...]]:
     return stripped, tuple(found)
 
 
-def check_clauses(strategy: str, consume: str, windowed: bool = False) -> None:
+def check_clauses(strategy: str, consume: str, windowed: bool = False, pruned: bool = True) -> None:
     """Reject the query clauses that would act on matches the post-filter removes
     (``windowed``: a window bounds the outputs of an end, so LAST/NEXT/MAX can choose among
-    the filtered ones)."""
-    if consume != "none":
+    the filtered ones; ``pruned``: the query's loop checks the post-filters while it
+    enumerates, so it can consume on the matches that pass them)."""
+    if consume != "none" and not pruned:
         raise UnsupportedError(
-            f"consume({consume!r}) with where(..., post_filter=True) is not supported: the "
-            "engine would consume on matches that the post-filter then removes. Drop one "
-            "of them (or express the condition as unary filters/equality joins)"
+            f"consume({consume!r}) with where(..., post_filter=True) is supported where the "
+            "engine checks post-filters while it enumerates (ALL, ANY, STRICT, and LAST, "
+            "NEXT and MAX with a window), not with comparisons between occurrences on the "
+            "automaton or AND between sequences: it would consume on matches that the "
+            "post-filter then removes. Drop one of them, or write the comparisons with "
+            "post_filter=True too"
         )
     if strategy in ("last", "next", "max") and not windowed:
         raise UnsupportedError(

@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from pycel.data.columns import TARGET
 from pycel.data.ingest import Schema
+from pycel.errors import DataError, UnsupportedError
 from pycel.jit import residual as op
 from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, Not
@@ -123,6 +125,34 @@ class _Program:
             raise _Unsupported
 
 
+def _not_interpreted(conjuncts: list[Expr[bool]]) -> str:
+    return (
+        f"consume() with where(..., post_filter=True) needs every conjunct checked while the "
+        f"engine enumerates, and {', '.join(map(repr, conjuncts))} cannot be (IN, LIKE, a "
+        "string ordering, a time constant and % on floats are checked on complete "
+        "matches only): drop consume(), or write the condition without them"
+    )
+
+
+def check_consumable(post: PostFilters, schema: Schema, variables: tuple[str, ...]) -> None:
+    """Raise UnsupportedError if some conjunct of ``post`` is one the interpreter does not
+    run: with consumption every conjunct must be (:meth:`Pruning.program`, ``exact``).
+    Decided on the schema's attribute types, as the tail will hold them.
+
+    Example: ``check_consumable(plan.post_filters, plan.schema, plan.variables)``"""
+    dtypes = {name: TARGET.get(schema.fields.get(name, "int"), np.int64) for name in post.attributes}
+    values: dict[str, np.ndarray[Any, Any]] = {name: np.zeros(0, dtype=d) for name, d in dtypes.items()}
+    tail = Tail(np.zeros(0, dtype=np.int64), values, {name: np.zeros(0, dtype=np.bool_) for name in values})
+    missing = []
+    for conjunct in post.conjuncts:
+        try:
+            _Program(tail, schema, variables).predicate(conjunct)
+        except _Unsupported:
+            missing.append(conjunct)
+    if missing:
+        raise UnsupportedError(_not_interpreted(missing))
+
+
 def _may_overflow(conjuncts: tuple[Expr[bool], ...], tail: Tail) -> bool:
     """Whether integer arithmetic in some conjunct can leave int64 on the tail's values
     (interval arithmetic over each int column's smallest and largest valid value)."""
@@ -173,9 +203,13 @@ class Pruning:
         self.stats = np.zeros((len(post.conjuncts), 2), dtype=np.int64)
         self.visits = 0
 
-    def program(self, tail: Tail, schema: Schema, base: int) -> Residual | None:
+    def program(self, tail: Tail, schema: Schema, base: int, exact: bool = False) -> Residual | None:
         """The programs over ``tail`` (row r holds the event at local position
-        ``base + r``), or None if no conjunct can prune."""
+        ``base + r``), or None if no conjunct can prune.
+
+        ``exact``: the loop consumes on the matches that survive pruning, so every
+        conjunct must be checked there (UnsupportedError for one the interpreter does not
+        run) and no integer arithmetic may overflow (DataError: the push is refused)."""
         prog = _Program(tail, schema, self.variables)
         ptr, masks, kept = [0], [], []
         for c, conjunct in enumerate(self.post.conjuncts):
@@ -184,11 +218,20 @@ class Pruning:
                 prog.predicate(conjunct)
             except _Unsupported:
                 del prog.code[mark[0] :], prog.fconst[mark[1] :]
+                if exact:
+                    raise UnsupportedError(_not_interpreted([conjunct])) from None
                 continue
             ptr.append(len(prog.code))
             masks.append(sum(1 << self.variables.index(v) for v in self.post.variables[c]))
             kept.append(c)
         if not kept or _may_overflow(self.post.conjuncts, tail):
+            if exact and kept:
+                raise DataError(
+                    "the post-filters' integer arithmetic could leave the 64-bit range on "
+                    "the values of this push; with consume() the engine checks them while it "
+                    "enumerates and must do so exactly, so it refuses the push (nothing of it "
+                    "was taken). Use float attributes, or smaller values"
+                )
             # An overflow is a DataError of the complete match, even one another conjunct
             # rejects: pruning could hide it, so this push enumerates everything.
             return None

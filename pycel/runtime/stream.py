@@ -161,7 +161,7 @@ class Stream:
         # The tail's rows are the events pushed since the first one it keeps, in order, so
         # row r holds the event at local position base + r.
         base = self.offset + n - len(tail.positions)
-        return tail, self._pruning().program(tail, batch.schema, base)
+        return tail, self._pruning().program(tail, batch.schema, base, exact=self.plan.consume != 0)
 
     def _pruning(self) -> Pruning:
         """The post-filters' pruning state (made at first use: also after a restore)."""
