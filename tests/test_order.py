@@ -260,9 +260,11 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
     attr = draw(st.sampled_from(["x", "f"]))
     parts: list[Pattern] = []
     previous: Any = None  # the alias of the single-event part before, if any
+    aliases: list[Any] = []
     for k in range(draw(st.integers(2, 4))):
         cls = draw(st.sampled_from(TYPES))
         v = pycel.alias(cls, f"v{k}")
+        aliases.append(v)
         own = getattr(v, attr)
         if draw(st.integers(0, 3)) == 0:  # a trend
             op = draw(st.sampled_from(_TREND_OPS))
@@ -282,6 +284,10 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
             parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
         previous = v
     pattern = pycel.seq(*parts) if len(parts) > 1 else parts[0]
+    if draw(st.integers(0, 3)) == 0:  # the first and last occurrences, checked while enumerating
+        first, last = aliases[0], aliases[-1]
+        post = _compare(draw(st.sampled_from(_OPS)), getattr(last, attr), getattr(first, draw(_mixed(attr))))
+        pattern = pattern.where(post, post_filter=True)
     window = draw(st.sampled_from([None, ("events", 4), ("events", 8), ("time", 6)]))
     if window is not None:
         unit, size = window
@@ -296,6 +302,8 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
         pattern = pattern.select(*kept)
     if draw(st.integers(0, 5)) == 0:
         pattern = pattern.limit(draw(st.integers(1, 2)))
+    if draw(st.integers(0, 4)) == 0:  # consumption: by the matches that pass any post-filter
+        pattern = pattern.consume(draw(st.sampled_from(["any", "partition"])))  # type: ignore[arg-type]
     n = draw(st.integers(0, 14))
     values = st.one_of(st.none(), st.integers(0, 3)) if draw(st.booleans()) else st.integers(0, 3)
     events: list[PxTick] = []

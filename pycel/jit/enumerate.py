@@ -313,6 +313,7 @@ _enumerate_ordered = _enumerator(False, True)
 _enumerate_ordered_distinct = _enumerator(True, True)
 #: Pruned by the post-filters (pycel.jit.residual) as it goes, for queries that have them.
 _enumerate_residual = _enumerator(False, False, True)
+_enumerate_ordered_residual = _enumerator(False, True, True)
 
 
 def drops_variables(label_masks: Ints, proj_mask: Int) -> bool:

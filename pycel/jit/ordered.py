@@ -27,7 +27,15 @@ from numba import njit
 
 from .arrays import Int, Ints, Truth
 from .choose import choose_last, choose_next, gather_finals
-from .enumerate import _enumerate_ordered, _enumerate_ordered_distinct, _grow, drops_variables, new_buffers
+from .enumerate import (
+    _enumerate_ordered,
+    _enumerate_ordered_distinct,
+    _enumerate_ordered_residual,
+    _grow,
+    drops_variables,
+    new_buffers,
+)
+from .residual import Residual, empty_residual
 from .runtime import _fire
 from .store import (
     C_H_COUNT,
@@ -207,17 +215,18 @@ def _pieces(
     return n
 
 
-def _ordered_loop(consuming: bool, distinct: bool, last: bool, next_: bool) -> OrderedLoop:
+def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, next_: bool) -> OrderedLoop:
     """The loop compiled with the paths one kind of query uses (closure constants, as in
     :func:`pycel.jit.runtime._all_loop`): consumption, the projection's duplicate check,
-    and LAST's or NEXT's choice among an end's outputs that fit the window instead of
-    enumerating them all (:mod:`pycel.jit.choose`; its walks skip a treap node whose own
-    run left the window, as the enumerator does)."""
+    pruning by the post-filters' programs ``res`` (:mod:`pycel.jit.residual`), and LAST's
+    or NEXT's choice among an end's outputs that fit the window instead of enumerating
+    them all (:mod:`pycel.jit.choose`; its walks skip a treap node whose own run left the
+    window, as the enumerator does)."""
     choosing = last or next_
 
     @njit(cache=True)
     def run_batch_ordered(
-        store: NodeStore, batch: BatchInput, tables: DfaArrays, o: OrderedInput, work: Buffers
+        store: NodeStore, batch: BatchInput, tables: DfaArrays, o: OrderedInput, work: Buffers, res: Residual
     ) -> Step:
         # One field per statement (see pycel.jit.runtime._all_loop).
         E = store.E
@@ -361,12 +370,20 @@ def _ordered_loop(consuming: bool, distinct: bool, last: bool, next_: bool) -> O
             if not choosing:  # (not compiled into a choosing variant)
                 for f in range(fired):
                     if final[new_d[f]] and emitted < budget_all:
-                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                         got) = enumerate_matches(
-                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
-                            stack_d, seen, first_out,
-                        )
+                        if pruning:
+                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                             got) = _enumerate_ordered_residual(
+                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                                stack_d, seen, first_out, res,
+                            )
+                        else:
+                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                             got) = enumerate_matches(
+                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                                stack_d, seen, first_out,
+                            )
                         emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:
@@ -408,29 +425,38 @@ def _ordered_loop(consuming: bool, distinct: bool, last: bool, next_: bool) -> O
     return run_batch_ordered
 
 
-OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool], OrderedLoop] = {}
+OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers, Residual], Step]
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool], OrderedLoop] = {}
+#: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
+_NO_RESIDUAL = empty_residual()
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool], OrderedLoop]:
-    """The ordered loop variants made so far, by (consuming, distinct, last, next)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool], OrderedLoop]:
+    """The ordered loop variants made so far, by (consuming, distinct, pruning, last, next)."""
     return dict(_LOOPS)
 
 
 def run_batch_ordered(
-    store: NodeStore, batch: BatchInput, tables: DfaArrays, ordered: OrderedInput, choose: str = ""
+    store: NodeStore,
+    batch: BatchInput,
+    tables: DfaArrays,
+    ordered: OrderedInput,
+    res: Residual | None = None,
+    choose: str = "",
 ) -> Step:
     """Process one batch of a pattern with edge conditions (ALL/ANY, or the choice of
-    ``choose`` "last"/"next" at each end, with a window); return the (possibly grown)
-    store and the matches. ``store.U`` has :data:`~pycel.jit.treap.TREAP_ROWS` rows.
+    ``choose`` "last"/"next" at each end, with a window; pruned by the post-filters'
+    programs ``res`` if given); return the (possibly grown) store and the matches.
+    ``store.U`` has :data:`~pycel.jit.treap.TREAP_ROWS` rows.
 
     Example::
 
         step = run_batch_ordered(store, batch_input(...), tables, ordered_input(...))
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    key = (bool(batch.consume), distinct, choose == "last", choose == "next")
+    key = (bool(batch.consume), distinct, res is not None, choose == "last", choose == "next")
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ordered_loop(*key)
-    return loop(store, batch, tables, ordered, new_buffers(tables.label_masks, distinct))
+    work = new_buffers(tables.label_masks, distinct)
+    return loop(store, batch, tables, ordered, work, _NO_RESIDUAL if res is None else res)

@@ -150,7 +150,7 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     body, post = split_post_filters(spec.body)
     family = choose_family(spec, body)
     if post:
-        pruned = family in ("sequential", "windowed") and not has_order_comparisons(body)
+        pruned = family in ("sequential", "windowed")
         check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
     if has_absence(body):
         _check_absence(spec, body, family)

@@ -107,10 +107,9 @@ def check_clauses(strategy: str, consume: str, windowed: bool = False, pruned: b
         raise UnsupportedError(
             f"consume({consume!r}) with where(..., post_filter=True) is supported where the "
             "engine checks post-filters while it enumerates (ALL, ANY, STRICT, and LAST, "
-            "NEXT and MAX with a window), not with comparisons between occurrences on the "
-            "automaton or AND between sequences: it would consume on matches that the "
-            "post-filter then removes. Drop one of them, or write the comparisons with "
-            "post_filter=True too"
+            "NEXT and MAX with a window), not on the parallel automaton of an AND with "
+            "nested joins: it would consume on matches that the post-filter then removes. "
+            "Drop one of them"
         )
     if strategy in ("last", "next", "max") and not windowed:
         raise UnsupportedError(

@@ -122,8 +122,8 @@ class SequentialRunner:
 
     @property
     def prunes_post_filters(self) -> bool:
-        """The ALL loop prunes; the ordered loop (comparisons on the automaton) does not."""
-        return not self.plan.nfa.conditions
+        """The ALL loop and the ordered loop (comparisons on the automaton) both prune."""
+        return True
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -150,7 +150,8 @@ class SequentialRunner:
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
         inputs = (self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
         if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
-            step = run_batch_ordered(*inputs, ordered_tables(self.plan, t, batch.batch), self.choose)
+            ordered = ordered_tables(self.plan, t, batch.batch)
+            step = run_batch_ordered(*inputs, ordered, batch.residual, self.choose)
         else:
             step = run_batch(*inputs, batch.residual, self.choose)
         self.store.keep(step.store)
