@@ -408,6 +408,20 @@ BATCH_PATTERNS = {
     "comparison, unpartitioned": (s.where(s.volume > 700) >> b.where(b.volume > 700))
     .where(b.price >= s.price)
     .within(events=30),
+    "comparison, last": (s >> b)
+    .where(b.price > s.price)
+    .within(events=20)
+    .strategy("last")
+    .partition_by(Stock.name),
+    "comparison, int with float": (s >> b)
+    .where(b.volume * 0.5 > s.price)
+    .within(events=20)
+    .partition_by(Stock.name),
+    "post-filter, consume": (s >> b)
+    .where(s.volume < b.volume, post_filter=True)
+    .within(events=20)
+    .partition_by(Stock.name)
+    .consume("partition"),
 }
 
 
