@@ -158,7 +158,7 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         raise UnsupportedError(
             f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
             + (" and AND" if family == "parallel" else " without a window")
-            + " are not supported by the engine yet (ALL and ANY are, and LAST, NEXT and MAX "
+            + " are not supported by the engine yet (ALL, ANY, LAST and NEXT are, and MAX "
             "with a window); write them with where(..., post_filter=True)"
         )
     schema = Schema.for_types([*event_types(spec.body), *types])
@@ -196,6 +196,10 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
     """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
     if spec.strategy in ("last", "next", "max") and spec.window is not None:
         return "windowed"  # the strategy chooses among the outputs that fit the window
+    if spec.strategy in ("last", "next") and has_order_comparisons(body):
+        # The ranked runner keeps one best run per state, which a comparison may reject:
+        # the loop chooses among all the runs (as with a window reaching the first event).
+        return "windowed"
     if spec.strategy == "max":
         return "maximal"
     if spec.strategy in ("last", "next"):
