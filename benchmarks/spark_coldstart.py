@@ -11,10 +11,17 @@ The worker's CPU time for the group is read around the ``detect`` action by a pr
 that reports its worker's process id and CPU seconds (Spark reuses the idle worker, and
 the figures are used only when both probes came from the same worker as the group). Also
 listed: the driver's CPU seconds for ``detect`` (planning, no Numba) and the action's wall
-time. Usage::
+time.
+
+``--fresh-executors`` gives the Python workers of each application a new, empty cache
+directory of their own (``spark.executorEnv.PYCEL_CACHE_DIR``), as executors in fresh
+containers on a cluster have, while the driver keeps its cache: the driver compiles (cold)
+or loads (warm) the query's kernels and ships them with the query
+(``RunnerSpec.compiled``), so a worker loads them instead of compiling. Usage::
 
     python benchmarks/spark_coldstart.py
     python benchmarks/spark_coldstart.py --families sequential,windowed --events 2000
+    python benchmarks/spark_coldstart.py --fresh-executors
 """
 
 from __future__ import annotations
@@ -49,14 +56,17 @@ def child(family: str, events: int) -> None:
 
     import pycel.spark
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[1]")
         .appName("pycel spark_coldstart")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .getOrCreate()
     )
+    executor_cache = os.environ.get("SPARK_COLDSTART_EXECUTOR_CACHE")
+    if executor_cache:  # the workers' own cache, not the driver's
+        builder = builder.config("spark.executorEnv.PYCEL_CACHE_DIR", executor_cache)
+    spark = builder.getOrCreate()
     try:
         df = spark.createDataFrame(_events(events))
         probe = spark.range(1).mapInPandas(_probe, "pid long, cpu double")
@@ -81,8 +91,10 @@ def child(family: str, events: int) -> None:
         spark.stop()
 
 
-def _run_child(family: str, cache_dir: str, events: int) -> dict[str, Any]:
+def _run_child(family: str, cache_dir: str, events: int, fresh_executors: bool) -> dict[str, Any]:
     env = {**os.environ, "PYCEL_CACHE_DIR": cache_dir}
+    if fresh_executors:
+        env["SPARK_COLDSTART_EXECUTOR_CACHE"] = tempfile.mkdtemp(prefix="pycel-spark-executor-")
     cmd = [sys.executable, __file__, "--child", family, "--events", str(events)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     parsed: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -99,6 +111,7 @@ def main() -> None:
     )
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--events", type=int, default=500)
+    parser.add_argument("--fresh-executors", action="store_true", help="empty worker cache per application")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -111,8 +124,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|")
     for family in args.families.split(","):
         with tempfile.TemporaryDirectory(prefix="pycel-spark-coldstart-") as cache_dir:
-            cold = _run_child(family, cache_dir, args.events)
-            warm = _run_child(family, cache_dir, args.events)
+            cold = _run_child(family, cache_dir, args.events, args.fresh_executors)
+            warm = _run_child(family, cache_dir, args.events, args.fresh_executors)
         if cold["matches"] != warm["matches"]:
             raise SystemExit(f"{family}: cold and warm applications disagree")
         print(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pycel
 
@@ -187,3 +188,59 @@ def test_processes_saving_at_once_keep_each_entrys_own_code(tmp_path: Path) -> N
         for i in range(40):
             assert cache.load(("sig", w, i)) == ("code of", w, i)
     assert len(list(path.glob("kernel-1.py311.*.nbc"))) == 160
+
+
+SHIPPED = """
+import json, pickle, sys
+from numba.core.event import install_recorder
+import pycel
+from pycel.jit.cache import install_entries, used_entries
+
+class T(pycel.Event):
+    v: pycel.Field[int]
+
+class T0(T): ...
+class T1(T): ...
+
+a, b = pycel.alias(T0, "a"), pycel.alias(T1, "b")
+query = pycel.compile(pycel.seq(a, b.where(b.v > 1)).within(events=4))
+events = [(T0 if k % 3 else T1)(v=k % 5) for k in range(60)]
+added = 0
+if sys.argv[1] == "install":
+    with open(sys.argv[2], "rb") as f:
+        added = install_entries(pickle.load(f))
+with install_recorder("numba:compile") as recorder:
+    keys = sorted(map(repr, query.run(events).keys()))
+funcs = [e.data["dispatcher"].py_func for _, e in recorder.buffer if not e.is_start]
+compiled = [f"{f.__module__}.{f.__qualname__}" for f in funcs]
+if sys.argv[1] == "export":
+    with open(sys.argv[2], "wb") as f:
+        pickle.dump(used_entries(), f)
+print(json.dumps({"keys": keys, "added": added, "compiled": [m for m in compiled if m.startswith("pycel")]}))
+"""
+
+
+def test_entries_shipped_to_another_cache_are_loaded_not_compiled(tmp_path: Path) -> None:
+    """What a Spark driver does for its executors (pycel/spark/_runner.py, warm_kernels):
+    a process compiles a query into one cache directory and exports the entries it used;
+    a process with another, empty cache directory installs them and runs the query
+    compiling only what a warm process compiles too (the object-mode block of
+    ``_reserve``, which Numba does not cache), with the same matches."""
+    shipped = tmp_path / "entries.pickle"
+
+    def run(mode: str, cache: Path) -> dict[str, Any]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYCEL_CACHE_DIR", "NUMBA_CACHE_DIR")}
+        env["PYCEL_CACHE_DIR"] = str(cache)
+        cmd = [sys.executable, "-c", SHIPPED, mode, str(shipped)]
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return result
+
+    first = run("export", tmp_path / "driver")
+    warm = run("export", tmp_path / "driver")  # what a process compiles with a warm cache
+    assert len(first["compiled"]) > len(warm["compiled"]) and first["keys"]
+    second = run("install", tmp_path / "executor")
+    assert second["added"] > 0 and second["compiled"] == warm["compiled"]
+    assert second["keys"] == first["keys"]
+    again = run("install", tmp_path / "executor")  # already there: nothing added
+    assert again["added"] == 0 and again["compiled"] == warm["compiled"] and again["keys"] == first["keys"]

@@ -28,11 +28,13 @@ import importlib.metadata
 import importlib.resources
 import itertools
 import os
+import pickle
 import secrets
 import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 from numba.core import bytecode, caching
 
 _PACKAGE = __name__.rsplit(".", 1)[0]  # "pycel.jit"
@@ -98,7 +100,9 @@ class PycelCacheLocator(caching._CacheLocator):
         return self._path
 
     def get_source_stamp(self) -> str:
-        return self._path  # the directory name already holds the sources' digest
+        # The directory name holds the sources' digest; the stamp leaves out the root, so
+        # an index is valid under any root (entries shipped to Spark executors).
+        return versioned_name()
 
     def get_disambiguator(self) -> str:
         return str(self._lineno)
@@ -145,6 +149,88 @@ class ProcessUniqueIds:
         return next(self._count)
 
 
+@attrs.frozen
+class CacheEntry:
+    """One compiled kernel as pycel's cache holds it: the kernels' directory name (this
+    pycel's sources), the function's index file, the entry's key (pickled) and its data
+    file's name and bytes. Shipped to Spark executors, so that they load what the driver
+    compiled (:func:`used_entries`, :func:`install_entries`)."""
+
+    directory: str
+    index_name: str
+    key: bytes
+    data_name: str
+    data: bytes
+
+
+#: The entries of pycel's cache this process loaded or saved: (index path, key) → (cache
+#: directory, index name, data name).
+_USED: dict[tuple[str, bytes], tuple[str, str, str]] = {}
+
+
+def used_entries(max_bytes: int = 32 << 20) -> tuple[CacheEntry, ...]:
+    """The cache entries this process has loaded or compiled so far (those whose data file
+    is still there), the latest first, up to ``max_bytes`` of data in all. A Spark driver
+    runs the query once on a few events, then ships these: the entries that run loaded
+    or compiled are the latest (a kernel already in memory from an earlier query is not
+    loaded again, so the earlier ones are shipped too, while they fit).
+
+    Example: ``entries = used_entries()`` after a query ran"""
+    out, total = [], 0
+    for (_, key), (path, index_name, data_name) in reversed(list(_USED.items())):
+        try:
+            with open(os.path.join(path, data_name), "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        total += len(data)
+        if total > max_bytes:
+            break
+        out.append(CacheEntry(os.path.basename(path), index_name, key, data_name, data))
+    return tuple(out)
+
+
+def install_entries(entries: tuple[CacheEntry, ...]) -> int:
+    """Add ``entries`` (from :func:`used_entries` in another process, maybe on another
+    machine) to this process's cache, where missing; returns how many were added. Entries
+    of another pycel (other kernel sources) are skipped; an entry compiled for another CPU
+    is never loaded (Numba's key holds the target), so it is compiled here as before.
+
+    Example: ``install_entries(spec.compiled)`` on an executor, before its first query"""
+    mine = [e for e in entries if e.directory == versioned_name()]
+    if not mine:
+        return 0
+    path = next((p for p in _writable_dirs()), None)
+    if path is None:
+        return 0
+    added = 0
+    for e in mine:
+        cache = KeyedCacheFile(path, e.index_name[: -len(".nbi")], versioned_name())
+        key = pickle.loads(e.key)
+        with _locked(cache._index_path + ".lock"):
+            overloads = cache._load_index()  # type: ignore[no-untyped-call]
+            if key in overloads and os.path.exists(os.path.join(path, overloads[key])):
+                continue
+            with cache._open_for_write(os.path.join(path, e.data_name)) as f:
+                f.write(e.data)
+            overloads[key] = e.data_name
+            cache._save_index(overloads)  # type: ignore[no-untyped-call]
+            added += 1
+    return added
+
+
+def _writable_dirs() -> Iterator[str]:
+    """The kernels' directory under each cache root that can be written, first choice first."""
+    for root in cache_roots():
+        path = os.path.join(root, versioned_name())
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(path, os.W_OK):
+            yield path
+
+
 class KeyedCacheFile(caching.IndexDataCacheFile):
     """Numba's index and data files of one function, safe for processes that compile at
     once (Spark's Python workers on one machine), for pycel's kernels.
@@ -173,6 +259,21 @@ class KeyedCacheFile(caching.IndexDataCacheFile):
             overloads = self._load_index()  # type: ignore[no-untyped-call]
             overloads[key] = name
             self._save_index(overloads)  # type: ignore[no-untyped-call]
+        self._record(key, name)
+
+    def load(self, key: Any) -> Any:
+        data = super().load(key)  # type: ignore[no-untyped-call]
+        if self._keyed and data is not None:
+            name = self._load_index().get(key)  # type: ignore[no-untyped-call]
+            if name is not None:
+                self._record(key, name)
+        return data
+
+    def _record(self, key: Any, data_name: str) -> None:
+        """Note an entry this process used (:func:`used_entries`)."""
+        pickled = pickle.dumps(key, protocol=4)
+        _USED.pop((self._index_path, pickled), None)  # (the latest use last)
+        _USED[(self._index_path, pickled)] = (self._cache_path, self._index_name, data_name)
 
 
 @contextlib.contextmanager

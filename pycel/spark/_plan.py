@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 from pyspark.sql import types as T
 
 from pycel.data.batch import describe_event_types
@@ -19,7 +20,7 @@ from pycel.errors import DataError, PatternError
 from pycel.language.events import Event
 from pycel.language.expr import Attr, Expr
 
-from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS, RunnerSpec
+from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS, RunnerSpec, warm_kernels
 
 #: What a pattern may be: a DSL pattern, a compiled query, or a CEQL query text.
 PatternArg = Any
@@ -191,16 +192,20 @@ def runner_spec(
     id_column: str | None,
     include_events: bool,
     needed: Iterable[tuple[str, str]] = (),
+    ship_kernels: bool = True,
 ) -> RunnerSpec:
     """Check the input schema and describe the work of one group.
 
-    ``needed``: further (column, what reads it) pairs, e.g. the event-time column."""
+    ``needed``: further (column, what reads it) pairs, e.g. the event-time column.
+    ``ship_kernels``: compile or load the query's kernels here and ship them with the spec
+    (:func:`~pycel.spark._runner.warm_kernels`; not for streaming, whose state runner
+    cannot load the broadcast a large function becomes)."""
     columns = [(position_column, "position_column"), *((k, "key_columns") for k in key_columns)]
     attributes = check_columns(schema, query, type_column, [*columns, *needed])
     if id_column is not None and id_column not in schema.fieldNames():
         raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
     event_columns = tuple(user_columns(schema.fieldNames())) if include_events else ()
-    return RunnerSpec(
+    spec = RunnerSpec(
         query=query,
         type_column=type_column,
         attributes=tuple(attributes),
@@ -211,6 +216,7 @@ def runner_spec(
         variables=output_variables(query),
         declared_types=describe_event_types(),
     )
+    return attrs.evolve(spec, compiled=warm_kernels(spec)) if ship_kernels else spec
 
 
 def output_schema(spec: RunnerSpec, schema: T.StructType) -> T.StructType:

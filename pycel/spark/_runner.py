@@ -30,6 +30,7 @@ from pycel.data.match_tables import ListColumn, wide_columns
 from pycel.data.matches import Matches, take
 from pycel.engine import CompiledQuery, Stream
 from pycel.errors import DataError
+from pycel.jit.cache import CacheEntry, install_entries, used_entries
 
 #: Output columns after the key columns.
 MATCH_START, MATCH_END, POSITIONS, IDS, EVENTS = "match_start", "match_end", "positions", "ids", "events"
@@ -66,6 +67,10 @@ class RunnerSpec:
     #: The driver's event types as data: an executor resolves the data's other event
     #: types by name as the driver's process would (it has only the query's classes).
     declared_types: tuple[TypeDescription, ...] = ()
+    #: The kernels the driver compiled (or loaded) for this query (:func:`warm_kernels`):
+    #: an executor adds them to its cache before its first group, so it loads them
+    #: instead of compiling (a cold first group costs seconds).
+    compiled: tuple[CacheEntry, ...] = ()
 
     @property
     def kept_columns(self) -> list[str]:
@@ -146,11 +151,50 @@ def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.
     return frame
 
 
+#: The shipped kernels this process has added to its cache (by their file names).
+_INSTALLED: set[tuple[tuple[str, str], ...]] = set()
+
+
+def _install_compiled(spec: RunnerSpec) -> None:
+    """Add the driver's kernels to this executor's cache, once per process."""
+    names = tuple((e.index_name, e.data_name) for e in spec.compiled)
+    if names and names not in _INSTALLED:
+        _INSTALLED.add(names)
+        try:
+            install_entries(spec.compiled)
+        except OSError:  # no writable cache: this executor compiles, as without them
+            pass
+
+
+def warm_kernels(spec: RunnerSpec) -> tuple[CacheEntry, ...]:
+    """Run ``spec``'s query on the driver over two events of each type (zeros and empty
+    strings), so that its kernels are compiled or loaded here, and return the cache
+    entries this process has used: the executors load them instead of compiling. Kernels
+    of paths the few events do not take (an absence's event arriving, say) are compiled
+    where needed, as without this. Nothing is shipped if the run fails.
+
+    Example: ``spec = attrs.evolve(spec, compiled=warm_kernels(spec))``"""
+    schema = spec.query.schema
+    names = [name for name in schema.type_names for _ in range(2)]
+    zero: dict[str, Any] = {"int": 0, "float": 0.0, "bool": False, "str": "", "time": 0}
+    columns: dict[str, Any] = {spec.type_column: names}
+    for attr in spec.attributes:
+        columns[attr] = [zero.get(schema.fields.get(attr, "int"), 0)] * len(names)
+    frame = pd.DataFrame(columns)
+    frame[spec.position_column] = np.arange(len(frame), dtype=np.int64)
+    try:
+        evaluate(spec, spec.query.stream(), frame)
+    except Exception:  # noqa: BLE001 (an optimization only: the executors compile then)
+        return ()
+    return used_entries()
+
+
 def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
     """Push a position-sorted frame into ``stream`` in chunks; the matches found.
 
     An engine error names a row of the chunk; it is raised again naming the event's
     position, id and group instead."""
+    _install_compiled(spec)
     stream.schema.declared = spec.declared_types
     positions = frame[spec.position_column].to_numpy(dtype=np.int64)
     engine_cols = [spec.type_column, *spec.attributes]

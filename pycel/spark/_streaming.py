@@ -168,6 +168,7 @@ def detect_stream(
         id_column=id_column,
         include_events=include_events,
         needed=[(time, "time=")] if time is not None else [],
+        ship_kernels=False,  # a large state function is broadcast, which its runner cannot load
     )
     schema = output_schema(spec, df.schema)
     keys = grouping(query)
