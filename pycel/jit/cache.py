@@ -32,9 +32,8 @@ import pickle
 import secrets
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
 from numba.core import bytecode, caching
 
 _PACKAGE = __name__.rsplit(".", 1)[0]  # "pycel.jit"
@@ -149,8 +148,7 @@ class ProcessUniqueIds:
         return next(self._count)
 
 
-@attrs.frozen
-class CacheEntry:
+class CacheEntry(NamedTuple):
     """One compiled kernel as pycel's cache holds it: the kernels' directory name (this
     pycel's sources), the function's index file, the entry's key (pickled) and its data
     file's name and bytes. Shipped to Spark executors, so that they load what the driver

@@ -128,6 +128,7 @@ def _condition(
         raise UnsupportedError(
             f"{part!r}: the engine compares numbers and times between occurrences; {_way_out(part)}"
         )
+
     def kind(register: Expr[Any]) -> str:
         """The condition's kind when ``register`` (one side of ``part``) is the register."""
         reg, thr = (sides[0], sides[1]) if register is part.left else (sides[1], sides[0])
