@@ -15,6 +15,10 @@ root is, in this order: ``PYCEL_CACHE_DIR``, ``NUMBA_CACHE_DIR``, the user cache
 the system temporary directory: the first that can be written. It is read when ``pycel``
 is imported (setting a variable later changes nothing in that process).
 
+The entries a process loaded or compiled can be exported (:func:`used_entries`) and added
+to another process's cache (:func:`install_entries`): a Spark driver ships a query's
+kernels to its executors that way (``pycel.spark._runner.warm_kernels``).
+
 Example::
 
     PYCEL_CACHE_DIR=/var/tmp/pycel-cache python job.py
@@ -198,7 +202,7 @@ def install_entries(entries: tuple[CacheEntry, ...]) -> int:
     mine = [e for e in entries if e.directory == versioned_name()]
     if not mine:
         return 0
-    path = next((p for p in _writable_dirs()), None)
+    path = next(_writable_dirs(), None)
     if path is None:
         return 0
     added = 0
