@@ -986,3 +986,35 @@ def test_streaming_equals_batch_and_survives_restart(spark: SparkSession, tmp_pa
         spark.createDataFrame(ticks), STREAM_PATTERN.partition_by(Stock.name), position_column="id"
     )
     assert {row_key(r) for r in batch.collect()} == want
+
+
+@pytest.mark.spark
+def test_streaming_ships_the_kernels_in_a_file(
+    spark: SparkSession, ticks_df: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streaming query's kernels go to the executors as a file added to the application
+    (its state function must stay small): the file holds this pycel's compiled entries,
+    and a worker with another, empty cache installs them from it."""
+    import pickle
+
+    from pyspark import SparkFiles
+
+    from pycel.jit.cache import versioned_name
+    from pycel.spark._plan import runner_spec
+    from pycel.spark._runner import _install_compiled, ship_as_file
+
+    query = pycel.compile(BATCH_PATTERNS["comparison"])
+    spec = runner_spec(
+        query, ticks_df.schema, type_column="event_type", position_column="id",
+        key_columns=list(query.partition), id_column=None, include_events=False, ship_kernels=False,
+    )  # fmt: skip
+    assert spec.compiled == () and spec.compiled_file is None
+    shipped = ship_as_file(spec, spark)
+    assert shipped.compiled_file is not None
+    with open(SparkFiles.get(shipped.compiled_file), "rb") as f:
+        entries = pickle.load(f)
+    assert entries and {e.directory for e in entries} == {versioned_name()}
+    monkeypatch.setenv("PYCEL_CACHE_DIR", str(tmp_path))
+    _install_compiled(shipped)
+    installed = {p.name for p in (tmp_path / versioned_name()).iterdir()}
+    assert {e.data_name for e in entries} <= installed

@@ -198,8 +198,9 @@ def runner_spec(
 
     ``needed``: further (column, what reads it) pairs, e.g. the event-time column.
     ``ship_kernels``: compile or load the query's kernels here and ship them with the spec
-    (:func:`~pycel.spark._runner.warm_kernels`; not for streaming, whose state runner
-    cannot load the broadcast a large function becomes)."""
+    (:func:`~pycel.spark._runner.warm_kernels`; streaming ships them as a file instead,
+    :func:`~pycel.spark._runner.ship_as_file`: its state runner cannot load the broadcast
+    a large function becomes)."""
     columns = [(position_column, "position_column"), *((k, "key_columns") for k in key_columns)]
     attributes = check_columns(schema, query, type_column, [*columns, *needed])
     if id_column is not None and id_column not in schema.fieldNames():

@@ -13,7 +13,10 @@ holds more than ``chunk_rows`` events at once. Matches become one output row eac
 from __future__ import annotations
 
 import gc
+import hashlib
+import os
 import pickle
+import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -71,6 +74,9 @@ class RunnerSpec:
     #: an executor adds them to its cache before its first group, so it loads them
     #: instead of compiling (a cold first group costs seconds).
     compiled: tuple[CacheEntry, ...] = ()
+    #: The same entries in a file the driver added to the application
+    #: (``SparkContext.addFile``; streaming, whose state function must stay small).
+    compiled_file: str | None = None
 
     @property
     def kept_columns(self) -> list[str]:
@@ -157,13 +163,40 @@ _INSTALLED: set[tuple[tuple[str, str], ...]] = set()
 
 def _install_compiled(spec: RunnerSpec) -> None:
     """Add the driver's kernels to this executor's cache, once per process."""
-    names = tuple((e.index_name, e.data_name) for e in spec.compiled)
-    if names and names not in _INSTALLED:
-        _INSTALLED.add(names)
-        try:
-            install_entries(spec.compiled)
-        except OSError:  # no writable cache: this executor compiles, as without them
-            pass
+    names = tuple((e.index_name, e.data_name) for e in spec.compiled) or (("file", spec.compiled_file or ""),)
+    if names == (("file", ""),) or names in _INSTALLED:
+        return
+    _INSTALLED.add(names)
+    try:
+        entries = spec.compiled
+        if spec.compiled_file is not None:
+            from pyspark import SparkFiles
+
+            with open(SparkFiles.get(spec.compiled_file), "rb") as f:
+                entries = pickle.load(f)
+        install_entries(entries)
+    except (OSError, pickle.UnpicklingError, EOFError):  # this executor compiles, as without them
+        pass
+
+
+def ship_as_file(spec: RunnerSpec, session: Any) -> RunnerSpec:
+    """``spec`` with the query's kernels (:func:`warm_kernels`) in a file added to the
+    Spark application rather than in the spec itself; ``spec`` unchanged where the session
+    has no SparkContext (Spark Connect) or nothing was compiled."""
+    entries = warm_kernels(spec)
+    if not entries:
+        return spec
+    data = pickle.dumps(entries, protocol=4)
+    name = f"pycel-kernels-{hashlib.sha256(data).hexdigest()[:20]}.pickle"
+    path = os.path.join(tempfile.mkdtemp(prefix="pycel-kernels-"), name)
+    try:
+        context = session.sparkContext
+        with open(path, "wb") as f:
+            f.write(data)
+        context.addFile(path)
+    except Exception:  # noqa: BLE001 (Spark Connect has no SparkContext: workers compile)
+        return spec
+    return attrs.evolve(spec, compiled_file=name)
 
 
 def warm_kernels(spec: RunnerSpec) -> tuple[CacheEntry, ...]:

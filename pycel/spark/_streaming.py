@@ -42,7 +42,7 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
-from ._runner import KeyState, RunnerSpec, advance
+from ._runner import KeyState, RunnerSpec, advance, ship_as_file
 
 EVENT_TIME = "_pycel_event_time"
 #: Shuffle partitions beyond this many per core make the stateful step warn.
@@ -170,6 +170,7 @@ def detect_stream(
         needed=[(time, "time=")] if time is not None else [],
         ship_kernels=False,  # a large state function is broadcast, which its runner cannot load
     )
+    spec = ship_as_file(spec, df.sparkSession)  # so the kernels go as a file instead
     schema = output_schema(spec, df.schema)
     keys = grouping(query)
     events = df
