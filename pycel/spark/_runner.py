@@ -188,11 +188,17 @@ def ship_as_file(spec: RunnerSpec, session: Any) -> RunnerSpec:
         return spec
     data = pickle.dumps(entries, protocol=4)
     name = f"pycel-kernels-{hashlib.sha256(data).hexdigest()[:20]}.pickle"
-    path = os.path.join(tempfile.mkdtemp(prefix="pycel-kernels-"), name)
+    # One path per content: Spark refuses a file name added again from another path.
+    folder = os.path.join(tempfile.gettempdir(), f"pycel-kernels-{getattr(os, 'getuid', lambda: 0)()}")
+    path = os.path.join(folder, name)
     try:
         context = session.sparkContext
-        with open(path, "wb") as f:
-            f.write(data)
+        os.makedirs(folder, exist_ok=True)
+        if not os.path.exists(path):  # written whole, then renamed: never read half-written
+            part = f"{path}.{os.getpid()}.part"
+            with open(part, "wb") as f:
+                f.write(data)
+            os.replace(part, path)
         context.addFile(path)
     except Exception:  # noqa: BLE001 (Spark Connect has no SparkContext: workers compile)
         return spec
