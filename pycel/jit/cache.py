@@ -264,11 +264,16 @@ class KeyedCacheFile(caching.IndexDataCacheFile):
         self._record(key, name)
 
     def load(self, key: Any) -> Any:
-        data = super().load(key)  # type: ignore[no-untyped-call]
-        if self._keyed and data is not None:
-            name = self._load_index().get(key)  # type: ignore[no-untyped-call]
-            if name is not None:
-                self._record(key, name)
+        if not self._keyed:
+            return super().load(key)  # type: ignore[no-untyped-call]
+        name = self._load_index().get(key)  # type: ignore[no-untyped-call]
+        if name is None:
+            return None
+        try:
+            data = self._load_data(name)  # type: ignore[no-untyped-call]
+        except OSError:  # removed while the index still names it (as Numba's load)
+            return None
+        self._record(key, name)
         return data
 
     def _record(self, key: Any, data_name: str) -> None:

@@ -276,7 +276,9 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
         n_out = ZERO
         n_ent = ZERO
         budget_all = limit if limit >= 0 else 1 << 62
-        if distinct:
+        if pruning:  # (post-filters keep every variable: never distinct)
+            enumerate_matches = _enumerate_ordered_residual
+        elif distinct:
             enumerate_matches = _enumerate_ordered_distinct
         else:
             enumerate_matches = _enumerate_ordered
@@ -370,20 +372,13 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
             if not choosing:  # (not compiled into a choosing variant)
                 for f in range(fired):
                     if final[new_d[f]] and emitted < budget_all:
-                        if pruning:
-                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                             got) = _enumerate_ordered_residual(
-                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
-                                stack_d, seen, first_out, res,
-                            )
-                        else:
-                            (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
-                             got) = enumerate_matches(
-                                new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
-                                max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
-                                stack_d, seen, first_out,
-                            )
+                        # (``res`` is read by the pruning variant only)
+                        (out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h, stack_d, seen,
+                         got) = enumerate_matches(
+                            new_x[f], pos, lo, budget_all - emitted, E, U, ctr, label_masks, proj_mask,
+                            max_labels, out_se, out_off, out_var, out_pos, n_out, n_ent, path, stack_h,
+                            stack_d, seen, first_out, res,
+                        )
                         emitted += got
             if consuming:
                 if emitted > 0 and consume != 0:

@@ -157,16 +157,16 @@ def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.
     return frame
 
 
-#: The shipped kernels this process has added to its cache (by their file names).
-_INSTALLED: set[tuple[tuple[str, str], ...]] = set()
+#: The shipped kernels this process has added to its cache (their file, or data files).
+_INSTALLED: set[str | tuple[str, ...]] = set()
 
 
 def _install_compiled(spec: RunnerSpec) -> None:
     """Add the driver's kernels to this executor's cache, once per process."""
-    names = tuple((e.index_name, e.data_name) for e in spec.compiled) or (("file", spec.compiled_file or ""),)
-    if names == (("file", ""),) or names in _INSTALLED:
+    shipped = spec.compiled_file or tuple(e.data_name for e in spec.compiled)
+    if not shipped or shipped in _INSTALLED:
         return
-    _INSTALLED.add(names)
+    _INSTALLED.add(shipped)
     try:
         entries = spec.compiled
         if spec.compiled_file is not None:
