@@ -38,7 +38,7 @@ Example::
 
     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack, emitted) = choose_last(
         finals, n_finals, end, lo, budget, E, U, ctr, label_masks, proj_mask, max_labels,
-        out_se, out_off, out_var, out_pos, n_out, n_ent, stack, False)
+        out_se, out_off, out_var, out_pos, n_out, n_ent, stack)
 """
 
 from __future__ import annotations
@@ -113,7 +113,6 @@ def _add_layer(
     first: Int,
     to: Ints,
     stack: Ints,
-    ordered: bool,
 ) -> tuple[Int, Ints, Int, Ints, Ints]:
     """Add the layer after nodes ``begin`` to ``first - 1`` (the last one): the entries at
     position ``at`` (``LARGEST``: the largest position there is) of their heaps inside
@@ -144,7 +143,7 @@ def _add_layer(
                 p = E[E_POS, e & emask]
                 # An ordered index node (pycel.jit.ordered) is ordered by register, not
                 # max-start: its own run may have left the window while its children did not.
-                inside = not ordered or U[U_BIT, hs] < TREAP or U[U_CMS, hs] >= lo
+                inside = U[U_BIT, hs] < TREAP or U[U_CMS, hs] >= lo
                 if inside:
                     largest = max(largest, p)
                 if inside and collect and p == at:
@@ -261,21 +260,17 @@ def _write_layers(
 def choose_last(
     finals: Ints, n_finals: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints,
     label_masks: Ints, proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s,
-    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints, ordered: bool,
+    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints,
 ) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, np.int64]:  # fmt: skip
     """Write the LAST outputs of the end at ``end`` (accepting extend nodes
     ``finals[:n_finals]``; window start ``lo``), at most ``budget``; return the output
-    arrays and counts, the work stack and how many were written. ``ordered``: the runs
-    are in treaps (the ordered loop; a constant of each loop, so the other loop's walk has
-    no test for it)."""
+    arrays and counts, the work stack and how many were written."""
     layered, to = _first_layer(finals, n_finals)
     layers: Int = np.int64(1)
     begin: Int = ZERO
     first = n_finals
     while True:
-        at, layered, count, to, stack = _add_layer(
-            U, E, ctr, lo, LARGEST, layered, begin, first, to, stack, ordered
-        )
+        at, layered, count, to, stack = _add_layer(U, E, ctr, lo, LARGEST, layered, begin, first, to, stack)
         if at < 0:
             break
         begin, first = first, count
@@ -295,7 +290,7 @@ _MIX = 0x5851F42D4C957F2D
 def choose_next(
     finals: Ints, n_finals: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints,
     label_masks: Ints, proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s,
-    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints, ordered: bool,
+    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints,
 ) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, np.int64]:  # fmt: skip
     """Write the NEXT outputs of the end at ``end`` (as :func:`choose_last`): C is found
     from its first position up, on the end's runs inside the window (module docstring).
@@ -363,7 +358,7 @@ def choose_next(
                 if live(U, unext, right) and U[U_MS, right & umask] >= lo:
                     stack[top] = right
                     top += 1
-                if ordered and U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
+                if U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
                     continue  # an ordered index node whose own run left the window
                 x = U[U_CONTENT, hs]
                 s = (x * _MIX >> 17) & mask

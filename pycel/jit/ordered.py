@@ -367,7 +367,7 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
                 if n_finals > 0:
                     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
                         finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
-                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, True,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
             if not choosing:  # (not compiled into a choosing variant)
                 for f in range(fired):

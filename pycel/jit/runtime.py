@@ -331,7 +331,7 @@ def _all_loop(
                 if n_finals > 0:
                     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
                         finals, n_finals, pos, lo, budget_all, E, U, ctr, label_masks, proj_mask, max_labels,
-                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, False,
+                        out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h,
                     )
             if enumerating:  # (not compiled into a choosing variant: it never enumerates)
                 for f in range(fired):
