@@ -32,7 +32,9 @@ import pycel
 from pycel.ceql import parse_query, to_ceql, to_declaration
 from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
+from pycel.language.absence import has_absence
 from pycel.language.checks import bound_variables
+from pycel.language.clauses import split_query
 
 
 class Ordered(pycel.Event):
@@ -163,6 +165,26 @@ def test_absence_with_window_limit_select_and_consume() -> None:
         same_as_reference(pattern, events)
 
 
+@pytest.mark.parametrize("strategy", ["last", "next", "max"])
+def test_strategies_choose_among_the_matches_no_absent_event_blocked(strategy: str) -> None:
+    """LAST/NEXT (with a window or without) and MAX (with a window) compare the matches
+    of seq(o, d) with no cancellation between them: the blocked order 1 is never chosen."""
+    events = [
+        Ordered(oid=1, time=0),
+        Revoked(oid=1, reason="x", time=1),  # blocks order 1
+        Ordered(oid=2, time=2),
+        Ordered(oid=3, time=3),
+        Shipped(oid=0, time=4),
+    ]
+    base = pycel.seq(o, pycel.absent(c.where(c.reason == "x")), d).strategy(strategy)  # type: ignore[arg-type]
+    want = {"last": [(3, 4)], "next": [(2, 4)], "max": [(2, 4), (3, 4)]}[strategy]
+    assert sorted(spans(same_as_reference(base.within(events=8), events))) == want
+    # end - start <= 1: order 3 is the only one left to choose
+    assert spans(same_as_reference(base.within(events=1), events)) == [(3, 4)]
+    if strategy != "max":
+        assert spans(same_as_reference(base, events)) == want
+
+
 # -- refusals ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("pattern", "error", "words"),
@@ -171,7 +193,7 @@ def test_absence_with_window_limit_select_and_consume() -> None:
         (lambda: pycel.seq(o, pycel.absent(c)), pycel.UnsupportedError, "end"),
         (lambda: pycel.absent(c) | o, pycel.PatternError, "inside seq()"),
         (lambda: pycel.seq(o, pycel.absent(c), d, contiguous=True), pycel.PatternError, "contiguous"),
-        (lambda: pycel.seq(o, pycel.absent(c), d).strategy("last"), pycel.UnsupportedError, "LAST"),
+        (lambda: pycel.seq(o, pycel.absent(c), d).strategy("max"), pycel.UnsupportedError, "MAX"),
         (lambda: pycel.seq(o, pycel.absent(c), d) & pycel.alias(Ordered, "x"), pycel.UnsupportedError, "AND"),
         # a joined pattern whose absence is not correlated with the key
         (lambda: pycel.seq(o, pycel.absent(c), d).where(o.oid == d.oid), pycel.UnsupportedError, "constrain"),
@@ -252,6 +274,26 @@ def test_generated_absences_survive_snapshot_and_restore(
         query = pycel.compile(pattern)
     whole = query.run(stream).keys()
     assert restored_at(query, stream, data.draw(st.integers(0, len(stream)))) == whole
+
+
+@settings(max_examples=150)
+@given(cases(GEN_TYPES, Features(absence=True, select=True), max_len=30, max_len_with_plus=12), st.data())
+def test_generated_absences_with_strategies_equal_the_reference(
+    case: tuple[Pattern, list[object]], data: st.DataObject
+) -> None:
+    """LAST, NEXT and MAX choose among the outputs no absent event blocked (and that fit
+    the window); MAX without a window is refused."""
+    pattern, stream = case
+    pattern = pattern.strategy(data.draw(st.sampled_from(["last", "next", "max"]), label="strategy"))
+    spec = split_query(pattern)
+    if spec.strategy == "max" and spec.window is None and has_absence(spec.body):
+        with pytest.raises(pycel.UnsupportedError, match="MAX"):
+            pycel.compile(pattern)
+        return
+    same_as_reference(pattern, stream)
+    query = pycel.compile(pattern)
+    cut = data.draw(st.integers(0, len(stream)), label="cut")
+    assert restored_at(query, stream, cut) == query.run(stream).keys()
 
 
 @st.composite

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import random
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,41 @@ def test_last_with_a_window_chooses_without_enumerating_every_trend() -> None:
     assert [m.positions() for m in got] == [tuple(range(end + 1)) for end in range(40)]
 
 
+def test_absence_between_compared_occurrences() -> None:
+    """No Px1 with x == 0 between a and a rising b: the runs waiting after a are blocked."""
+    a, b, w = pycel.alias(Px0, "a"), pycel.alias(Px0, "b"), pycel.alias(Px1, "w")
+    events = _ticks([1, 2]) + _ticks([0], Px1) + _ticks([3, 2, 4])
+    pattern = pycel.seq(a, pycel.absent(w.where(w.x == 0)), b).where(b.x > a.x)
+    got = pycel.compile(pattern).run(events)
+    assert sorted((m.start, m.end) for m in got) == [(0, 1), (3, 5), (4, 5)]
+    assert _check(pattern, events) == 3
+    text = "SELECT * WHERE Px0 AS a ; ABSENT(Px1 AS w FILTER w[x = 0]) ; Px0 AS b FILTER b[x > a.x]"
+    assert parse_query(text, TYPES) == pattern and parse_query(to_ceql(pattern), TYPES) == pattern
+    for strategy in ("last", "next"):  # with a window and without
+        assert _check(pattern.strategy(strategy), events) == 2
+        assert _check(pattern.strategy(strategy).within(events=2), events) == 2
+
+
+def test_absence_after_a_trend_moves_runs_into_waiting_ones() -> None:
+    """A rising trend, then no Px1 with x == 0, then a Px1: the runs a blocker moves out
+    of the trend's state join the runs already blocked there (each is inserted by its
+    register; NaN registers move apart), and a rise after the blocker starts over."""
+    b, w, c = pycel.alias(Px0, "b"), pycel.alias(Px1, "w"), pycel.alias(Px1, "c")
+    rnd = random.Random(3)
+    events: list[PxTick] = []
+    for k in range(60):
+        x = rnd.randrange(4)
+        if rnd.random() < 0.7:
+            events.append(Px0(x=x, f=math.nan if x == 3 else float(x), s=rnd.choice("pq"), time=k))
+        else:
+            events.append(Px1(x=x, f=float(x), s=rnd.choice("pq"), time=k))
+    for attr in ("x", "f"):
+        rise = getattr(b, attr) > getattr(pycel.prev(b), attr)
+        pattern = pycel.seq(pycel.plus(b.where(rise)), pycel.absent(w.where(w.x == 0)), c)
+        assert _check(pattern.within(events=12), events) > 0
+        assert _check(pattern.within(events=12).partition_by("s"), events) > 0
+
+
 def test_comparison_with_partition_and_join() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px1, "b")
     events = [cls(x=x, s=s, time=k) for k, (cls, x, s) in enumerate(
@@ -259,6 +295,19 @@ def _mixed(attr: str) -> st.SearchStrategy[str]:
 
 
 @st.composite
+def _gap(draw: st.DrawFn, name: str, previous: Any, joined: bool) -> list[Pattern]:
+    """Mostly nothing; sometimes an absence to put between two parts, filtered so that
+    it blocks now and then, correlated by the pair's join key if they are joined."""
+    if draw(st.integers(0, 3)) != 0:
+        return []
+    w = pycel.alias(draw(st.sampled_from(TYPES)), name)
+    blocks = w.x == draw(st.integers(0, 3)) if draw(st.booleans()) else w.x != draw(st.integers(0, 3))
+    if joined:
+        blocks = blocks & (w.s == previous.s)
+    return [pycel.absent(w.where(blocks))]
+
+
+@st.composite
 def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
     attr = draw(st.sampled_from(["x", "f"]))
     parts: list[Pattern] = []
@@ -275,17 +324,23 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
             parts.append(pycel.plus(v.where(trend)))
             if previous is not None and draw(st.booleans()):  # every iteration against the event before
                 cond = _compare(draw(st.sampled_from(_OPS)), own, getattr(previous, draw(_mixed(attr))))
-                parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
+                gap = draw(_gap(f"w{k}", previous, False))
+                parts[-2:] = [pycel.seq(parts[-2], *gap, parts[-1]).where(cond)]
             previous = None
             continue
         parts.append(v.where(v.x != 3) if draw(st.integers(0, 4)) == 0 else v.__pycel_pattern__())
         if previous is not None and draw(st.booleans()):  # compare with the event before
             earlier = getattr(previous, draw(_mixed(attr)))
             cond = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(own)), earlier)
-            if draw(st.integers(0, 3)) == 0:  # and join them (a run key)
+            joined = draw(st.integers(0, 3)) == 0
+            if joined:  # and join them (a run key)
                 cond = cond & (v.s == previous.s)
-            parts[-2:] = [pycel.seq(parts[-2], parts[-1]).where(cond)]
+            gap = draw(_gap(f"w{k}", previous, joined))
+            parts[-2:] = [pycel.seq(parts[-2], *gap, parts[-1]).where(cond)]
         previous = v
+    if len(parts) > 1:  # maybe an absence between two parts that no comparison relates
+        at = draw(st.integers(1, len(parts) - 1))
+        parts[at:at] = draw(_gap("w", None, False))
     pattern = pycel.seq(*parts) if len(parts) > 1 else parts[0]
     if draw(st.integers(0, 3)) == 0:  # the first and last occurrences, checked while enumerating
         first, last = aliases[0], aliases[-1]

@@ -35,6 +35,7 @@ from .enumerate import (
     drops_variables,
     new_buffers,
 )
+from .ordered_block import SIDE_NAN, SIDE_NULL, block_ordered
 from .residual import Residual, empty_residual
 from .runtime import _fire
 from .store import (
@@ -56,8 +57,6 @@ from .store import (
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step, ints
 from .treap import AT_MOST, BELOW, KEEP_LEFT, KEEP_RIGHT, ONE, treap_insert, treap_split
 
-#: H states of a conditioned state's runs whose register is NaN / null.
-SIDE_NAN, SIDE_NULL = 1 << 41, 1 << 42
 #: Condition operators (register OP threshold) and value kinds, as the tables hold them.
 OP_LT, OP_LE, OP_GT, OP_GE, OP_NE, OP_EQ = 0, 1, 2, 3, 4, 5
 NUMBER, NAN, NULL = 0, 1, 2
@@ -215,9 +214,12 @@ def _pieces(
     return n
 
 
-def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, next_: bool) -> OrderedLoop:
+def _ordered_loop(
+    consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
+) -> OrderedLoop:
     """The loop compiled with the paths one kind of query uses (closure constants, as in
     :func:`pycel.jit.runtime._all_loop`): consumption, the projection's duplicate check,
+    absence (``blocking``: events that block waiting runs, :mod:`pycel.jit.ordered_block`),
     pruning by the post-filters' programs ``res`` (:mod:`pycel.jit.residual`), and LAST's
     or NEXT's choice among an end's outputs that fit the window instead of enumerating
     them all (:mod:`pycel.jit.choose`; its walks skip a treap node whose own run left the
@@ -287,6 +289,7 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
         else:
             choose_end = choose_next
         finals = np.empty(64, dtype=np.int64)
+        walk = np.empty(64, dtype=np.int64)  # the treap a block moves, node by node
         # Whether a treap of NaN or null registers may exist: two lookups per conditioned
         # state and event saved when none does. A scan of H answers it when that is cheap
         # next to the batch (else assume one may); an insertion into one sets it.
@@ -310,6 +313,10 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
                 lo = consumed_start(HT, ctr, consume, k, lo)
             first, last_t = ptr[c], ptr[c + 1]
             if last_t == first:
+                if blocking:  # an absent event that starts or extends nothing still blocks
+                    E, U, HT, walk, stack_h = block_ordered(
+                        E, U, HT, ctr, tables, state_register, c, k, lo, pos, window_lo, ZERO, walk, stack_h
+                    )
                 continue
             moves = (last_t - first) * MAX_PIECES  # each transition fires once per piece at most
             # Room for everything this event makes, so that nothing moves while it is
@@ -384,6 +391,17 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
                 if emitted > 0 and consume != 0:
                     record_barrier(HT, ctr, consume, k, pos)
                     continue
+            if blocking:
+                # Absence: the runs that skip this event and wait across one of its guards
+                # are blocked (after firing: a run reading it as the next part was not).
+                E, U, HT, walk, stack_h = block_ordered(
+                    E, U, HT, ctr, tables, state_register, c, k, lo, pos, window_lo, fired, walk, stack_h
+                )
+                # The moves used up the room made for this event's insertions, and may have
+                # made a treap taller: make it again.
+                E, U = make_room(E, U, ctr, room, window_lo)
+                if ctr[C_MAX_DEPTH] + room + 1 > stack_h.shape[0]:
+                    stack_h = _grow(stack_h, ctr[C_MAX_DEPTH] + room + 1)
             # (3) Index the new nodes by (state, key), each in a treap: ordered by register
             # where the state has conditions; elsewhere (no conditions, or a NaN or null
             # register) by node id, i.e. by creation. Only treaps: the loop compiles no heap
@@ -421,13 +439,14 @@ def _ordered_loop(consuming: bool, distinct: bool, pruning: bool, last: bool, ne
 
 
 OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers, Residual], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool, bool], OrderedLoop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool], OrderedLoop] = {}
 #: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
 _NO_RESIDUAL = empty_residual()
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool], OrderedLoop]:
-    """The ordered loop variants made so far, by (consuming, distinct, pruning, last, next)."""
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool], OrderedLoop]:
+    """The ordered loop variants made so far, by (consuming, distinct, blocking, pruning,
+    last, next)."""
     return dict(_LOOPS)
 
 
@@ -449,7 +468,8 @@ def run_batch_ordered(
         step = run_batch_ordered(store, batch_input(...), tables, ordered_input(...))
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    key = (bool(batch.consume), distinct, res is not None, choose == "last", choose == "next")
+    blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
+    key = (bool(batch.consume), distinct, blocking, res is not None, choose == "last", choose == "next")
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ordered_loop(*key)

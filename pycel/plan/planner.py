@@ -182,11 +182,10 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         )
     conditions = edge_conditions(planned, nfa)
     if conditions:
-        if nfa.contiguous or nfa.guard_atoms:
-            what = "contiguity (:, :+, STRICT)" if nfa.contiguous else "absence"
+        if nfa.contiguous:
             raise UnsupportedError(
-                f"comparisons between occurrences together with {what} are not supported by "
-                "the engine yet; write them with where(..., post_filter=True)"
+                "comparisons between occurrences together with contiguity (:, :+, STRICT) are "
+                "not supported by the engine yet; write them with where(..., post_filter=True)"
             )
         nfa = attrs.evolve(nfa, conditions=conditions)
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
@@ -196,9 +195,10 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
     """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
     if spec.strategy in ("last", "next", "max") and spec.window is not None:
         return "windowed"  # the strategy chooses among the outputs that fit the window
-    if spec.strategy in ("last", "next") and has_order_comparisons(body):
-        # The ranked runner keeps one best run per state, which a comparison may reject:
-        # the loop chooses among all the runs (as with a window reaching the first event).
+    if spec.strategy in ("last", "next") and (has_order_comparisons(body) or has_absence(body)):
+        # The ranked runner keeps one best run per state, which a comparison may reject
+        # (and it has no blocking for absence): the loop chooses among all the runs (as
+        # with a window reaching the first event).
         return "windowed"
     if spec.strategy == "max":
         return "maximal"
@@ -213,13 +213,14 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
 
 
 def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
-    """Refuse the absences the sequential automaton cannot run: under another family or
-    AND, or correlated other than by equalities that form run keys (an absent event blocks
-    the runs of its own key; :func:`~pycel.plan.joins.plan_joins` checks those)."""
-    if family != "sequential":
+    """Refuse the absences the sequential automaton cannot run: under another family (MAX
+    without a window, AND run in parallel) or AND, or correlated other than by equalities
+    that form run keys (an absent event blocks the runs of its own key;
+    :func:`~pycel.plan.joins.plan_joins` checks those)."""
+    if family not in ("sequential", "windowed"):
         raise UnsupportedError(
-            f"absence with the {spec.strategy.upper()} strategy is not supported by the engine yet "
-            "(ALL and ANY are)"
+            f"absence with the {spec.strategy.upper()} strategy without a window is not "
+            "supported by the engine yet (ALL, ANY, LAST and NEXT are, and MAX with a window)"
         )
     todo = [body]
     while todo:
