@@ -9,11 +9,15 @@ order id, ``--events`` events (default 1M). For each count window w of ``--windo
 * **workaround**: what a user writes without absence — ``seq(o, d)`` with the same window
   and partition, then drop, in numpy, every match with a cancellation of its order between
   o and d (a sorted array of cancellation positions per order and one searchsorted);
-* **plain**: ``seq(o, d)`` alone, the matches before dropping (the cost of the sequence).
+* **plain**: ``seq(o, d)`` alone, the matches before dropping (the cost of the sequence);
+* **priced**: ``seq(o, absent(c), d).where(d.price > o.price)`` with the same window and
+  partition, the comparison on the automaton (the ordered loop, whose treaps a
+  cancellation moves) against the same comparison as ``post_filter=True``.
 
-Both ways must give identical matches (checked). Timings are the median of ``--repeat``
-runs after one untimed run (compile or cache load); CPU seconds of the process, since the
-machine may be shared. pycel has no CORE counterpart here: CORE has no absence.
+Both ways, and both priced forms, must give identical matches (checked). Timings are the
+median of ``--repeat`` runs after one untimed run (compile or cache load); CPU seconds of
+the process, since the machine may be shared. pycel has no CORE counterpart here: CORE has
+no absence.
 
     python benchmarks/absence.py                    # 1M events, windows 1000, 10000, 100000
     python benchmarks/absence.py --events 200000 --windows 1000,10000 --repeat 1
@@ -42,6 +46,7 @@ import pycel  # noqa: E402
 
 class Order(pycel.Event):
     oid: pycel.Field[int]
+    price: pycel.Field[int]
 
 
 class Cancel(pycel.Event):
@@ -50,6 +55,7 @@ class Cancel(pycel.Event):
 
 class Deliver(pycel.Event):
     oid: pycel.Field[int]
+    price: pycel.Field[int]
 
 
 def workflow(n: int, keys: int, cancel: float, seed: int = 1) -> pd.DataFrame:
@@ -57,12 +63,19 @@ def workflow(n: int, keys: int, cancel: float, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rest = (1.0 - cancel) / 2
     kinds = rng.choice(["Order", "Deliver", "Cancel"], size=n, p=[rest, rest, cancel])
-    return pd.DataFrame({"event_type": kinds, "oid": rng.integers(0, keys, size=n)})
+    oid, price = rng.integers(0, keys, size=n), rng.integers(0, 100, size=n)
+    return pd.DataFrame({"event_type": kinds, "oid": oid, "price": price})
 
 
 def absence_query(window: int) -> pycel.CompiledQuery:
     o, c, d = pycel.alias(Order, "o"), pycel.alias(Cancel, "c"), pycel.alias(Deliver, "d")
     return pycel.compile(pycel.seq(o, pycel.absent(c), d).within(events=window).partition_by("oid"))
+
+
+def priced_query(window: int, post_filter: bool) -> pycel.CompiledQuery:
+    o, c, d = pycel.alias(Order, "o"), pycel.alias(Cancel, "c"), pycel.alias(Deliver, "d")
+    pattern = pycel.seq(o, pycel.absent(c), d).where(d.price > o.price, post_filter=post_filter)
+    return pycel.compile(pattern.within(events=window).partition_by("oid"))
 
 
 def plain_query(window: int) -> pycel.CompiledQuery:
@@ -125,6 +138,11 @@ def main() -> None:
         assert isinstance(found, pycel.Matches) and isinstance(plain, pycel.Matches)
         if pairs(found) != kept:
             raise SystemExit(f"window {w}: absence and the workaround disagree")
+        indexed_s, indexed = timed(lambda w=w: priced_query(w, False).run(events), args.repeat)
+        post_s, post = timed(lambda w=w: priced_query(w, True).run(events), args.repeat)
+        assert isinstance(indexed, pycel.Matches) and isinstance(post, pycel.Matches)
+        if pairs(indexed) != pairs(post) or len(indexed) != len(post):
+            raise SystemExit(f"window {w}: the priced query indexed and as a post-filter disagree")
         rows.append(
             (
                 w,
@@ -135,6 +153,9 @@ def main() -> None:
                 absent_s,
                 plain_s,
                 drop_s,
+                len(indexed),
+                args.events / indexed_s,
+                args.events / post_s,
             )
         )
         print(f"window {w}: {rows[-1]}", flush=True)
@@ -146,12 +167,14 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}; CPU seconds (median of {args.repeat}); identical matches checked.",
         "",
         "| window | matches | seq(o, d) matches | absence ev/CPU-s | workaround ev/CPU-s "
-        "| absence s | seq s | drop s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| absence s | seq s | drop s | priced matches | priced indexed ev/CPU-s "
+        "| priced post-filter ev/CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {w} | {m:,} | {p:,} | {a / 1e6:.2f}M | {b / 1e6:.2f}M | {x:.3f} | {y:.3f} | {z:.3f} |"
-        for w, m, p, a, b, x, y, z in rows
+        f"| {w} | {m:,} | {p:,} | {a / 1e6:.2f}M | {b / 1e6:.2f}M | {x:.3f} | {y:.3f} | {z:.3f} "
+        f"| {pm:,} | {pi / 1e6:.2f}M | {pp / 1e6:.2f}M |"
+        for w, m, p, a, b, x, y, z, pm, pi, pp in rows
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

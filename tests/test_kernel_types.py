@@ -435,7 +435,8 @@ def _mypy(setup: tuple[Path, Path], code: str, tmp_path: Path) -> list[tuple[int
     assert status in (0, 1), f"mypy crashed:\n{out}\n{err}"
     errors = []
     for line in out.splitlines():
-        if line.startswith(str(path)) and ": error: " in line:
+        # mypy names the file relative to the working directory when it lies below it
+        if ": error: " in line and Path(line.split(":", 1)[0]).resolve() == path.resolve():
             errors.append((int(line.split(":")[1]), line.split(": error: ", 1)[1]))
     return errors
 
