@@ -64,7 +64,10 @@ def workflow(n: int, keys: int, cancel: float, seed: int = 1) -> pd.DataFrame:
     rest = (1.0 - cancel) / 2
     kinds = rng.choice(["Order", "Deliver", "Cancel"], size=n, p=[rest, rest, cancel])
     oid, price = rng.integers(0, keys, size=n), rng.integers(0, 100, size=n)
-    return pd.DataFrame({"event_type": kinds, "oid": oid, "price": price})
+    # a cancellation has no price: its cells are null
+    priced = pd.array(price, dtype="Int64")
+    priced[kinds == "Cancel"] = pd.NA
+    return pd.DataFrame({"event_type": kinds, "oid": oid, "price": priced})
 
 
 def absence_query(window: int) -> pycel.CompiledQuery:

@@ -413,6 +413,10 @@ BATCH_PATTERNS = {
     .within(events=20)
     .strategy("last")
     .partition_by(Stock.name),
+    "comparison, absence": pycel.seq(s, pycel.absent(x.where(x.volume > 900)), b)
+    .where(b.price > s.price)
+    .within(events=20)
+    .partition_by(Stock.name),
     "comparison, int with float": (s >> b)
     .where(b.volume * 0.5 > s.price)
     .within(events=20)
@@ -559,6 +563,12 @@ RANGE_PATTERNS = {
     "absence": pycel.seq(
         s.where(s.volume > 600), pycel.absent(x.where(x.volume > 900)), b.where(b.volume > 600)
     ).within(events=20),
+    "absence, comparison, next": pycel.seq(
+        s.where(s.volume > 600), pycel.absent(x.where(x.volume > 900)), b.where(b.volume > 600)
+    )
+    .where(b.price > s.price)
+    .within(events=20)
+    .strategy("next"),
 }
 
 
