@@ -42,7 +42,7 @@ import numpy.typing as npt
 from pycel.errors import UnsupportedError
 from pycel.limits import MAX_PAIRS
 
-from .automaton import Nfa
+from .automaton import Nfa, token, token_atom, token_blocked
 from .determinize import LabelSets
 
 START = -1
@@ -87,23 +87,36 @@ class MaxDfa:
         self._tables: MaxTables | None = None
 
     # -- run states ------------------------------------------------------------------------
+    # A run state is START or a token (an atom and the absences' guards blocked since the
+    # run's last event, pycel.plan.automaton) shifted left by one, with the freshness bit.
     def _succ(self, q: int) -> frozenset[int]:
-        """Atoms a run in state q may mark next."""
+        """Atoms a run in state q may mark next (not across a blocked guard)."""
         if q == START:
             return self.nfa.first
-        atom, fresh = q >> 1, q & 1
-        return (self.nfa.follow if fresh else self.nfa.gap_follow).get(atom, frozenset())
+        atom, blocked, fresh = token_atom(q >> 1), token_blocked(q >> 1), q & 1
+        succ = (self.nfa.follow if fresh else self.nfa.gap_follow).get(atom, frozenset())
+        if not blocked:
+            return succ
+        return frozenset(b for b in succ if not self.nfa.guards.get((atom, b), 0) & blocked)
+
+    def _final(self, q: int) -> bool:
+        return q != START and token_atom(q >> 1) in self.final
 
     def _marked(self, atom: int) -> int:
         """The run state after marking ``atom`` (fresh only matters with contiguity)."""
         return 2 * atom + 1 if self.contiguous else 2 * atom
 
-    def _skipped(self, q: int) -> int | None:
-        """The run state after skipping an event (None: the run can never continue)."""
+    def _skipped(self, q: int, hit: int) -> int | None:
+        """The run state after skipping an event that reads as the guards ``hit`` (it
+        blocks those on the run's edges); None: the run can never continue."""
         if q == START:
             return START
-        atom = q >> 1
-        return 2 * atom if self.nfa.gap_follow.get(atom) else None
+        atom = token_atom(q >> 1)
+        blocked = token_blocked(q >> 1) | (hit & self.nfa.guards_after(atom))
+        guards = self.nfa.guards
+        if any(not guards.get((atom, b), 0) & blocked for b in self.nfa.gap_follow.get(atom, ())):
+            return 2 * token(atom, blocked)
+        return None
 
     def _live(self, q: int) -> bool:
         return bool(q == START or self._succ(q))
@@ -111,8 +124,8 @@ class MaxDfa:
     def _mark_all(self, states: frozenset[int], bits: int) -> set[int]:
         return {self._marked(b) for q in states for b in self._succ(q) if bits >> b & 1}
 
-    def _skip_all(self, states: frozenset[int]) -> set[int]:
-        return {s for q in states if (s := self._skipped(q)) is not None}
+    def _skip_all(self, states: frozenset[int], hit: int) -> set[int]:
+        return {s for q in states if (s := self._skipped(q, hit)) is not None}
 
     # -- pairs -----------------------------------------------------------------------------
     def _pair(self, t: set[int], e: set[int], u: set[int]) -> int:
@@ -137,6 +150,7 @@ class MaxDfa:
     def _step(self, pid: int, bits: int) -> tuple[list[tuple[int, int, bool]], int]:
         """(marking rows, skip target) of pair ``pid`` on a class with atom bits ``bits``."""
         t, e, u = self.pairs[pid]
+        hit = sum(1 << g for g, a in enumerate(self.nfa.guard_atoms) if bits >> a & 1)
         by_label: dict[frozenset[str], set[int]] = {}
         for q in t:
             for b in self._succ(q):
@@ -144,18 +158,18 @@ class MaxDfa:
                     by_label.setdefault(self.nfa.atoms[b].labels, set()).add(self._marked(b))
         mark_e = self._mark_all(e, bits)
         mark_u = self._mark_all(u, bits)
-        larger_final = any(q >> 1 in self.final for q in mark_u)
+        larger_final = any(self._final(q) for q in mark_u)
         rows = []
         for labels, targets in sorted(by_label.items(), key=lambda kv: sorted(kv[0])):
             t1 = targets - mark_u
             others = set().union(*(v for k, v in by_label.items() if k != labels))
             dst = self._pair(t1, (mark_e | others) - t1, mark_u)
-            out = not larger_final and any(q >> 1 in self.final for q in targets)
+            out = not larger_final and any(self._final(q) for q in targets)
             if dst >= 0 or out:
                 rows.append((self.labels.id(labels), dst, out))
-        u2 = {q for ts in by_label.values() for q in ts} | mark_e | mark_u | self._skip_all(u)
-        t2 = self._skip_all(t) - u2
-        skip = self._pair(t2, self._skip_all(e) - u2 - t2, u2)
+        u2 = {q for ts in by_label.values() for q in ts} | mark_e | mark_u | self._skip_all(u, hit)
+        t2 = self._skip_all(t, hit) - u2
+        skip = self._pair(t2, self._skip_all(e, hit) - u2 - t2, u2)
         return rows, skip
 
     def expand(self, class_bits: list[int]) -> None:

@@ -213,15 +213,11 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
 
 
 def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
-    """Refuse the absences the sequential automaton cannot run: under another family (MAX
-    without a window, AND run in parallel) or AND, or correlated other than by equalities
-    that form run keys (an absent event blocks the runs of its own key;
+    """Refuse the absences the automata cannot run: with AND, or correlated other than by
+    equalities that form run keys (an absent event blocks the runs of its own key;
     :func:`~pycel.plan.joins.plan_joins` checks those)."""
-    if family not in ("sequential", "windowed"):
-        raise UnsupportedError(
-            f"absence with the {spec.strategy.upper()} strategy without a window is not "
-            "supported by the engine yet (ALL, ANY, LAST and NEXT are, and MAX with a window)"
-        )
+    if family == "parallel":  # (AND, refused below with the reason)
+        raise UnsupportedError("absence together with AND (&) is not supported by the engine yet")
     todo = [body]
     while todo:
         node = todo.pop()

@@ -173,9 +173,9 @@ def max_in(r: Reader, x: Json, nfa: Nfa) -> MaxDfa:
     """The pair automaton :func:`max_out` wrote, checked against ``nfa``."""
     x = as_dict(x, "pair automaton")
     m = MaxDfa(nfa)
-    t, e, u = (
-        _sets_in(r, ref, "pairs", START, 2 * len(nfa.atoms)) for ref in as_list(x.get("pairs"), "pairs", 3)
-    )
+    # run states: START, or a token (atom and blocked guards) and the freshness bit
+    hi = 2 * token(0, 1 << len(nfa.guard_atoms)) if nfa.guard_atoms else 2 * len(nfa.atoms)
+    t, e, u = (_sets_in(r, ref, "pairs", START, hi) for ref in as_list(x.get("pairs"), "pairs", 3))
     pairs = list(zip(t, e, u, strict=True))
     if not pairs or pairs[0] != m.pairs[0]:
         raise bad("pair states")
