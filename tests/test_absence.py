@@ -182,6 +182,18 @@ def test_strategies_choose_among_the_matches_no_absent_event_blocked(strategy: s
     assert sorted(spans(same_as_reference(base, events))) == want
 
 
+@pytest.mark.parametrize("strategy", ["all", "last", "next", "max"])
+def test_a_run_blocked_for_good_extends_nothing(strategy: str) -> None:
+    """Order 1's run is blocked with no edge left: it is gone, and the order after the
+    cancellation starts a run of its own (no match of one event, none across it)."""
+    o2 = pycel.alias(Ordered, "o2")
+    events = [Ordered(oid=1, time=0), Revoked(oid=1, reason="x", time=1), Ordered(oid=2, time=2)]
+    pattern = pycel.seq(o, pycel.absent(c), o2).strategy(strategy)  # type: ignore[arg-type]
+    assert spans(same_as_reference(pattern, events)) == []
+    events.append(Ordered(oid=3, time=3))
+    assert spans(same_as_reference(pattern, events)) == [(2, 3)]
+
+
 # -- refusals ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("pattern", "error", "words"),

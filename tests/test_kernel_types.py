@@ -191,7 +191,7 @@ def test_a_plain_query_compiles_only_the_paths_it_uses(tmp_path: Path) -> None:
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["equal"] == [True, True]
     assert [key[:4] for key in result["all"]] == [[False, False, False, False]]
-    assert result["ranked"] == [[False, False, False, False]]
+    assert result["ranked"] == [[False, False, False, False, False]]
     # The helpers both loops call were compiled once for both (ht_rebuild had two
     # signatures when LAST passed a literal True and ALL the default).
     assert set(result["shared"].values()) == {1}, result["shared"]

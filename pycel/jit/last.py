@@ -59,6 +59,7 @@ from .arrays import Int, Ints, Truth
 from .enumerate import _enumerate, _enumerate_distinct, _grow, drops_variables, new_buffers
 from .inner import inner
 from .order import O_LABEL, O_REFS, insert_before, release
+from .runtime import _merge
 from .store import (
     BARRIER_STATE,
     C_BARRIER,
@@ -135,7 +136,7 @@ def _next_entries(OL: Ints, new_r: Ints, fired: Int, made: Ints) -> tuple[Ints, 
 
 
 @njit(cache=True, inline="always")
-def _better(OL: Ints, next_mode: bool, a: Int, b: Int) -> Truth:
+def _better(OL: Ints, next_mode: Truth, a: Int, b: Int) -> Truth:
     """Whether rank token ``a`` beats ``b`` (LAST: larger rank; NEXT: earlier entry)."""
     if next_mode:
         earlier: Truth = OL[O_LABEL, a] < OL[O_LABEL, b]
@@ -160,6 +161,51 @@ def _retire(HT: Ints, ctr: Ints, OL: Ints, fresh: Int, d: Int, k: Int, alive: In
     HT[H_VAL, fresh] = -1
 
 
+@inner
+def _block_best(
+    E: Ints, U: Ints, HT: Ints, ctr: Ints, OL: Ints, tables: DfaArrays, next_mode: Truth,
+    c: Int, k: Int, alive: Int, pos: Int, window_lo: Int, reserve: Int, stack: Ints,
+) -> tuple[Ints, Ints, Ints]:  # fmt: skip
+    """Absence: move the best sets of key ``k`` that an event of class ``c`` blocks into
+    their blocked states (docs/architecture.md, Absence); return (U, HT, stack). A state's
+    runs are blocked together, so its best set stays the best of them; in the target it
+    replaces a worse best set, joins an equal one (the same C: their heaps are united)
+    or is dropped. H keeps room for ``reserve`` more entries."""
+    bptr, bsrc, bdst = tables.bptr, tables.bsrc, tables.bdst
+    first, last = bptr[c], bptr[c + 1]
+    if first == last:
+        return U, HT, stack
+    if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
+        HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1, KEEP_ALL)
+    for i in range(first, last):
+        moved = ht_find(HT, bsrc[i], k)
+        if moved < 0 or HT[H_VAL, moved] < 0:
+            continue
+        rank = HT[H_RANK, moved]
+        gone = bdst[i] < 0 or HT[H_MS, moved] < alive  # nowhere to go, or consumed
+        if not gone:
+            to = ht_slot(HT, ctr, bdst[i], k)  # (open addressing: ``moved`` stays put)
+            if HT[H_VAL, to] < 0 or HT[H_MS, to] < alive or _better(OL, next_mode, rank, HT[H_RANK, to]):
+                if next_mode and HT[H_VAL, to] >= 0:
+                    release(OL, HT[H_RANK, to], 1)
+                for r in range(H_VAL, HT.shape[0]):  # the reference moves along
+                    HT[r, to] = HT[r, moved]
+            elif HT[H_RANK, to] == rank:  # the same C
+                U, root, stack = _merge(
+                    U, E, ctr, HT[H_VAL, to], HT[H_VAL, moved], max(window_lo, alive), pos, window_lo, stack
+                )
+                HT[H_VAL, to] = root
+                gone = True
+            else:
+                gone = True
+        if gone and next_mode:
+            release(OL, rank, 1)
+        # Emptied: the loop extends an entry whose max-start is at least ``alive`` (>= 0).
+        HT[H_VAL, moved] = -1
+        HT[H_MS, moved] = -1
+    return U, HT, stack
+
+
 @njit(cache=True, inline="always")
 def _fire(
     E: Ints, ctr: Ints, HT: Ints, slot: Int, pos: Int, lab: Int, d: Int,
@@ -176,13 +222,17 @@ def _fire(
     return fired + 1
 
 
-def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: bool) -> RankedLoop:
+def _ranked_loop(
+    next_mode: bool, contiguous: bool, consuming: bool, distinct: bool, blocking: bool
+) -> RankedLoop:
     """The LAST (or NEXT) loop compiled with the paths one kind of query uses; each flag
     is a closure constant whose disabled branches Numba drops before typing (see
     :func:`pycel.jit.runtime._all_loop`): LAST never compiles NEXT's order list, a
     query without contiguity never compiles δ_adj, one without consumption never the
-    barriers, one without projection never the duplicate check."""
+    barriers, one without projection never the duplicate check, one without absence
+    never the blocking (:func:`_block_best`)."""
     split = next_mode and contiguous  # NEXT keeps fresh and older best sets apart
+    next_flag = np.bool_(next_mode)  # a numpy bool: a literal would be a signature of its own
 
     @njit(cache=True)
     def run_batch_ranked(
@@ -260,6 +310,10 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
                 prev = ht_get(HT, PREV_STATE, k)
                 ht_put(HT, ctr, PREV_STATE, k, pos)
             if moves == 0:
+                if blocking:  # an absent event that starts or extends nothing still blocks
+                    U, HT, stack_h = _block_best(
+                        E, U, HT, ctr, OL, tables, next_flag, c, k, alive, pos, window_lo, ZERO, stack_h
+                    )
                 continue
             E, U = make_room(E, U, ctr, moves, window_lo)
             if 2 * moves > order.shape[0]:
@@ -317,6 +371,14 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
                         for g in range(made):
                             release(OL, order[g], 1)
                     continue  # every run so far starts at or before pos: all are consumed
+            if blocking:
+                # Absence: the best sets that skip this event and wait across one of its
+                # guards are blocked (after firing: a run reading it as the next part was not).
+                U, HT, stack_h = _block_best(
+                    E, U, HT, ctr, OL, tables, next_flag, c, k, alive, pos, window_lo, fired, stack_h
+                )
+                # Uniting heaps used up the room made for this event's nodes: make it again.
+                E, U = make_room(E, U, ctr, moves, window_lo)
             # (3) The new nodes replace or join their state's best set.
             for f in range(fired):
                 d = new_d[f]
@@ -353,12 +415,12 @@ def _ranked_loop(next_mode: bool, contiguous: bool, consuming: bool, distinct: b
 
 #: A compiled LAST/NEXT loop.
 RankedLoop = Callable[[NodeStore, Ints, BatchInput, DfaArrays, Buffers], RankedStep]
-_LOOPS: dict[tuple[bool, bool, bool, bool], RankedLoop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool], RankedLoop] = {}
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool], RankedLoop]:
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool], RankedLoop]:
     """The LAST/NEXT loop variants made so far, by (next_mode, contiguous, consuming,
-    distinct)."""
+    distinct, blocking)."""
     return dict(_LOOPS)
 
 
@@ -375,7 +437,8 @@ def run_batch_last(
         step = run_batch_last(store, new_order(), batch, tables, next_mode=False)
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
-    key = (bool(next_mode), bool(tables.contiguous), bool(batch.consume), distinct)
+    blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
+    key = (bool(next_mode), bool(tables.contiguous), bool(batch.consume), distinct, blocking)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ranked_loop(*key)

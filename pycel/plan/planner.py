@@ -195,10 +195,9 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
     """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
     if spec.strategy in ("last", "next", "max") and spec.window is not None:
         return "windowed"  # the strategy chooses among the outputs that fit the window
-    if spec.strategy in ("last", "next") and (has_order_comparisons(body) or has_absence(body)):
-        # The ranked runner keeps one best run per state, which a comparison may reject
-        # (and it has no blocking for absence): the loop chooses among all the runs (as
-        # with a window reaching the first event).
+    if spec.strategy in ("last", "next") and has_order_comparisons(body):
+        # The ranked runner keeps one best run per state, which a comparison may reject:
+        # the loop chooses among all the runs (as with a window reaching the first event).
         return "windowed"
     if spec.strategy == "max":
         return "maximal"
