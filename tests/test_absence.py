@@ -182,6 +182,16 @@ def test_strategies_choose_among_the_matches_no_absent_event_blocked(strategy: s
     assert sorted(spans(same_as_reference(base, events))) == want
 
 
+def test_strict_matches_have_no_gap_for_an_absent_event() -> None:
+    """Under STRICT a match is an interval: nothing lies between its parts, so every
+    absence holds and the matches are those of the pattern without it."""
+    events = [Ordered(oid=1, time=0), Revoked(oid=1, reason="x", time=1), Shipped(oid=1, time=2)]
+    events += [Ordered(oid=2, time=3), Shipped(oid=2, time=4)]
+    pattern = pycel.seq(o, pycel.absent(c), d).strategy("strict")
+    assert spans(same_as_reference(pattern, events)) == [(3, 4)]
+    assert spans(same_as_reference(pattern.partition_by("oid"), events)) == [(3, 4)]
+
+
 @pytest.mark.parametrize("strategy", ["all", "last", "next", "max"])
 def test_a_run_blocked_for_good_extends_nothing(strategy: str) -> None:
     """Order 1's run is blocked with no edge left: it is gone, and the order after the
@@ -202,7 +212,11 @@ def test_a_run_blocked_for_good_extends_nothing(strategy: str) -> None:
         (lambda: pycel.seq(o, pycel.absent(c)), pycel.UnsupportedError, "end"),
         (lambda: pycel.absent(c) | o, pycel.PatternError, "inside seq()"),
         (lambda: pycel.seq(o, pycel.absent(c), d, contiguous=True), pycel.PatternError, "contiguous"),
-        (lambda: pycel.seq(o, pycel.absent(c), d).strategy("strict"), pycel.UnsupportedError, "STRICT"),
+        (
+            lambda: pycel.seq(o, pycel.absent(c), pycel.seq(d, pycel.alias(Shipped, "d2"), contiguous=True)),
+            pycel.UnsupportedError,
+            "contiguity",
+        ),
         (lambda: pycel.seq(o, pycel.absent(c), d) & pycel.alias(Ordered, "x"), pycel.UnsupportedError, "AND"),
         # a joined pattern whose absence is not correlated with the key
         (lambda: pycel.seq(o, pycel.absent(c), d).where(o.oid == d.oid), pycel.UnsupportedError, "constrain"),
@@ -291,9 +305,10 @@ def test_generated_absences_with_strategies_equal_the_reference(
     case: tuple[Pattern, list[object]], data: st.DataObject
 ) -> None:
     """LAST, NEXT and MAX choose among the outputs no absent event blocked (and that fit
-    the window, if any)."""
+    the window, if any); STRICT keeps the intervals."""
     pattern, stream = case
-    pattern = pattern.strategy(data.draw(st.sampled_from(["last", "next", "max"]), label="strategy"))
+    strategy = data.draw(st.sampled_from(["last", "next", "max", "strict"]), label="strategy")
+    pattern = pattern.strategy(strategy)
     same_as_reference(pattern, stream)
     query = pycel.compile(pattern)
     cut = data.draw(st.integers(0, len(stream)), label="cut")

@@ -14,7 +14,9 @@ Example::
 
 from __future__ import annotations
 
-from pycel.dsl import Absent, Pattern, Seq
+import attrs
+
+from pycel.dsl import Absent, And, As, Filter, Or, Pattern, Plus, Seq
 from pycel.errors import PatternError, UnsupportedError
 
 
@@ -65,4 +67,27 @@ def check_absences(node: Pattern, in_chain: bool = False) -> None:
             )
 
 
-__all__ = ["check_absences", "has_absence", "seq_chain"]
+def without_absences(node: Pattern) -> Pattern:
+    """``node`` with its absences left out (``seq(p, absent(C), q)`` → ``seq(p, q)``).
+    Under STRICT a match's positions are an interval of the (partition's) stream, so no
+    event lies between its parts and every absence holds: STRICT runs the pattern without
+    them.
+
+    Example: ``without_absences(seq(a, absent(c), b)) == seq(a, b)``
+    """
+    if not has_absence(node):
+        return node
+    if isinstance(node, Seq):
+        if isinstance(node.left, Absent):
+            return without_absences(node.right)
+        if isinstance(node.right, Absent):
+            return without_absences(node.left)
+        return Seq(without_absences(node.left), without_absences(node.right), node.contiguous)
+    if isinstance(node, Or | And):
+        return type(node)(without_absences(node.left), without_absences(node.right))
+    if isinstance(node, Plus | As | Filter):
+        return attrs.evolve(node, inner=without_absences(node.inner))
+    return node  # (an absence stands inside seq(): check_absences)
+
+
+__all__ = ["check_absences", "has_absence", "seq_chain", "without_absences"]

@@ -41,7 +41,7 @@ import attrs
 from pycel.data.ingest import Schema
 from pycel.dsl import Absent, And, Pattern
 from pycel.errors import UnsupportedError
-from pycel.language.absence import has_absence
+from pycel.language.absence import has_absence, without_absences
 from pycel.language.checks import check, event_types
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
@@ -167,6 +167,8 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         hcq = plan_hcq(body, spec.partition)
         assert hcq is not None  # choose_family checked it
         return _plan(spec, family, _hcq_nfa(hcq), schema, (), hcq, post_filters, text)
+    if spec.strategy == "strict":  # an interval has no gap: every absence holds
+        body = without_absences(body)
     # AND runs as an OR of interleavings; the checks saw the original.
     planned, join_keys = plan_joins(expand_conjunctions(body))
     # STRICT keeps the matches whose positions form an interval of the (partition's)
