@@ -39,7 +39,7 @@ from typing import Literal, TypeVar, cast
 import attrs
 
 from pycel.data.ingest import Schema
-from pycel.dsl import Absent, And, Pattern
+from pycel.dsl import Absent, Pattern
 from pycel.errors import UnsupportedError
 from pycel.language.absence import has_absence, without_absences
 from pycel.language.checks import check, event_types
@@ -214,17 +214,20 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
 
 
 def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
-    """Refuse the absences the automata cannot run: with AND, or correlated other than by
-    equalities that form run keys (an absent event blocks the runs of its own key;
-    :func:`~pycel.plan.joins.plan_joins` checks those)."""
-    if family == "parallel":  # (AND, refused below with the reason)
-        raise UnsupportedError("absence together with AND (&) is not supported by the engine yet")
+    """Refuse the absences the automata cannot run: next to an AND that runs on the
+    parallelized automaton, or correlated other than by equalities that form run keys (an
+    absent event blocks the runs of its own key; :func:`~pycel.plan.joins.plan_joins`
+    checks those). An absence inside an AND's operand is refused where the AND is
+    expanded (:mod:`~pycel.plan.conjunction`)."""
+    if family == "parallel":
+        raise UnsupportedError(
+            "absence together with an AND whose joins nest (the parallelized automaton) is not "
+            "supported by the engine yet"
+        )
     todo = [body]
     while todo:
         node = todo.pop()
         todo.extend(node.children())
-        if isinstance(node, And):
-            raise UnsupportedError("absence together with AND (&) is not supported by the engine yet")
         if not isinstance(node, Absent) or node.predicate is None:
             continue
         for part in conjuncts(node.predicate):
