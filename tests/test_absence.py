@@ -232,10 +232,10 @@ def test_a_run_blocked_for_good_extends_nothing(strategy: str) -> None:
         (lambda: pycel.seq(o, pycel.absent(c)), pycel.UnsupportedError, "end"),
         (lambda: pycel.absent(c) | o, pycel.PatternError, "inside seq()"),
         (lambda: pycel.seq(o, pycel.absent(c), d, contiguous=True), pycel.PatternError, "contiguous"),
-        (
+        (  # runs: contiguity elsewhere in the pattern
             lambda: pycel.seq(o, pycel.absent(c), pycel.seq(d, pycel.alias(Shipped, "d2"), contiguous=True)),
-            pycel.UnsupportedError,
-            "contiguity",
+            None,
+            "",
         ),
         (lambda: pycel.seq(o, pycel.absent(c), d) & pycel.alias(Ordered, "x"), pycel.UnsupportedError, "AND"),
         # a joined pattern whose absence is not correlated with the key
@@ -345,6 +345,44 @@ def test_generated_absences_with_and_equal_the_reference(case: tuple[Pattern, li
         same_as_reference(pattern, stream)
     except pycel.UnsupportedError as err:
         assert ("Absent" in str(err) and "AND" in str(err)) or "engine's limit" in str(err), err
+
+
+@st.composite
+def contiguous_gaps(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
+    """A sequence with a contiguous part (``:`` or ``:+``) on one side of an absence, under
+    any strategy, maybe partitioned and windowed, and a stream of 3 types."""
+    x, y, z = (pycel.alias(draw(st.sampled_from(GEN_TYPES)), v) for v in "xyz")
+    w = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "w")
+    gap = pycel.absent(w.where(w.x == draw(st.integers(0, 3)))) if draw(st.booleans()) else pycel.absent(w)
+    shape = draw(st.integers(0, 3))
+    if shape == 0:
+        pattern = pycel.seq(pycel.seq(x, y, contiguous=True), gap, z)
+    elif shape == 1:
+        pattern = pycel.seq(x, gap, pycel.seq(y, z, contiguous=True))
+    elif shape == 2:
+        pattern = pycel.seq(pycel.plus(x, contiguous=True), gap, y)
+    else:
+        pattern = pycel.seq(x, gap, pycel.plus(y, contiguous=True))
+    if draw(st.booleans()):
+        pattern = pattern.partition_by("s")
+    window = draw(st.sampled_from([None, 3, 6]))
+    if window is not None:
+        pattern = pattern.within(events=window)
+    strategy = draw(st.sampled_from(["all", "any", "last", "next", "max", "strict"]))
+    pattern = pattern.strategy(strategy)  # type: ignore[arg-type]
+    return pattern, draw(streams(GEN_TYPES, 14))
+
+
+@settings(max_examples=150)
+@given(contiguous_gaps(), st.data())
+def test_generated_absences_next_to_contiguous_parts(
+    case: tuple[Pattern, list[Base]], data: st.DataObject
+) -> None:
+    """Contiguity elsewhere in the pattern: an absent event of a key also ends the
+    adjacency of that key's runs, which then wait (blocked) among the older ones."""
+    pattern, stream = case
+    got = same_as_reference(pattern, stream)
+    assert restored_at(pycel.compile(pattern), stream, data.draw(st.integers(0, len(stream)))) == got.keys()
 
 
 @st.composite

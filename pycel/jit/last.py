@@ -170,15 +170,19 @@ def _block_best(
     their blocked states (docs/architecture.md, Absence); return (U, HT, stack). A state's
     runs are blocked together, so its best set stays the best of them; in the target it
     replaces a worse best set, joins an equal one (the same C: their heaps are united)
-    or is dropped. H keeps room for ``reserve`` more entries."""
+    or is dropped. Under NEXT with contiguity a state's fresh best set moves the same way,
+    into the target's older one: the blocking event is of the same key, so it is no
+    longer adjacent to the next one. H keeps room for ``reserve`` more entries."""
     bptr, bsrc, bdst = tables.bptr, tables.bsrc, tables.bdst
     first, last = bptr[c], bptr[c + 1]
     if first == last:
         return U, HT, stack
     if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
         HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1, KEEP_ALL)
-    for i in range(first, last):
-        moved = ht_find(HT, bsrc[i], k)
+    split = next_mode and tables.contiguous
+    for row in range(first, 2 * last - first if split else last):
+        i = row if row < last else row - (last - first)  # the second pass: fresh best sets
+        moved = ht_find(HT, bsrc[i] | FRESH if row >= last else bsrc[i], k)
         if moved < 0 or HT[H_VAL, moved] < 0:
             continue
         rank = HT[H_RANK, moved]

@@ -129,7 +129,9 @@ def block_runs(
     state's guards; docs/architecture.md, Absence); return (U, HT, stack)
     (any of them may have been replaced by a larger one). H keeps room for ``reserve``
     more entries (the nodes the loop indexes next). A blocked state is a fixed point of its
-    block, so a run moves at most once per guard: amortized O(log n) per node."""
+    block, so a run moves at most once per guard: amortized O(log n) per node. With
+    contiguity a state's fresh runs move too, into the target's older runs: the blocking
+    event is of the same key, so they are no longer adjacent to the next one."""
     bptr, bsrc, bdst = tables.bptr, tables.bsrc, tables.bdst
     first, last = bptr[c], bptr[c + 1]
     if first == last:
@@ -137,8 +139,9 @@ def block_runs(
     if ctr[C_H_COUNT] + (last - first) + reserve + 1 > HT.shape[1] // 2:
         HT = ht_rebuild(HT, U, ctr, window_lo, last - first + reserve + 1, LIVE_ONLY)
     merged = False
-    for i in range(first, last):
-        slot = ht_find(HT, bsrc[i], k)
+    for row in range(first, 2 * last - first if tables.contiguous else last):
+        i = row if row < last else row - (last - first)  # the second pass: fresh runs
+        slot = ht_find(HT, bsrc[i] | FRESH if row >= last else bsrc[i], k)
         if slot < 0:
             continue
         moved = HT[H_VAL, slot]

@@ -178,10 +178,6 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         raise UnsupportedError(f"the engine supports at most {MAX_VARIABLES} variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
-    if nfa.guard_atoms and nfa.contiguous:
-        raise UnsupportedError(
-            "absence together with contiguity (:, :+, STRICT) is not supported by the engine yet"
-        )
     conditions = edge_conditions(planned, nfa)
     if conditions:
         if nfa.contiguous:
