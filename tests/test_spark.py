@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -177,6 +178,33 @@ def runner_spec(pattern: Any, **kw: Any) -> RunnerSpec:
     )
     fields.update(kw)
     return RunnerSpec(**fields)
+
+
+WARM_ABSENCE = """
+import json
+import pycel
+from examples.correlation import Cancelled, Filled, Placed
+from pycel.jit import runtime
+from pycel.spark._runner import RunnerSpec, warm_kernels
+p, f, c = pycel.alias(Placed, "p"), pycel.alias(Filled, "f"), pycel.alias(Cancelled, "c")
+query = pycel.compile(pycel.seq(p, pycel.absent(c), f).within(events=10))
+spec = RunnerSpec(query=query, type_column="event_type", attributes=(), position_column="id",
+                  key_columns=(), id_column=None, event_columns=(), variables=query.variables, chunk_rows=50)
+entries = warm_kernels(spec)
+print(json.dumps({"blocking": sorted({key[3] for key in runtime.loop_variants()}), "entries": len(entries)}))
+"""
+
+
+def test_the_driver_warms_the_loop_without_blocking_and_with_it() -> None:
+    """A group with no absent event runs the loop variant without blocking, one with an
+    absent event the blocking one: the driver warms both (and ships their entries), the
+    types other than the absent one first."""
+    run = subprocess.run(
+        [sys.executable, "-c", WARM_ABSENCE], cwd=ROOT, check=True,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["blocking"] == [False, True] and result["entries"] > 0
 
 
 def test_key_state_carries_matches_and_ids_across_micro_batches() -> None:

@@ -208,24 +208,42 @@ def ship_as_file(spec: RunnerSpec, session: Any) -> RunnerSpec:
 def warm_kernels(spec: RunnerSpec) -> tuple[CacheEntry, ...]:
     """Run ``spec``'s query on the driver over two events of each type (zeros and empty
     strings), so that its kernels are compiled or loaded here, and return the cache
-    entries this process has used: the executors load them instead of compiling. Kernels
-    of paths the few events do not take (an absence's event arriving, say) are compiled
-    where needed, as without this. Nothing is shipped if the run fails.
+    entries this process has used: the executors load them instead of compiling. With an
+    absence, the types other than the absent ones come first in a push of their own: a
+    loop blocks runs only once an absent event has arrived, so a group with none runs the
+    variant without blocking, and both are shipped. Kernels of paths the few events do
+    not take are compiled where needed, as without this. Nothing is shipped if the run
+    fails.
 
     Example: ``spec = attrs.evolve(spec, compiled=warm_kernels(spec))``"""
+    nfa, schema = spec.query.nfa, spec.query.schema
+    absent = {nfa.atoms[a].event for a in nfa.guard_atoms}
+    types = list(schema.type_names)
+    present = [name for name, isa in zip(types, schema.supertypes, strict=True) if not isa & absent]
+    pushes = [present, types] if absent and present else [types]
+    stream = spec.query.stream()
+    start = 0
+    try:
+        for names in pushes:
+            frame = _sample_frame(spec, names, start)
+            evaluate(spec, stream, frame)
+            start += len(frame)
+    except Exception:  # noqa: BLE001 (an optimization only: the executors compile then)
+        return ()
+    return used_entries()
+
+
+def _sample_frame(spec: RunnerSpec, types: list[str], start: int) -> pd.DataFrame:
+    """Two events of each of ``types`` (zeros and empty strings), positions from ``start``."""
     schema = spec.query.schema
-    names = [name for name in schema.type_names for _ in range(2)]
+    names = [name for name in types for _ in range(2)]
     zero: dict[str, Any] = {"int": 0, "float": 0.0, "bool": False, "str": "", "time": 0}
     columns: dict[str, Any] = {spec.type_column: names}
     for attr in spec.attributes:
         columns[attr] = [zero.get(schema.fields.get(attr, "int"), 0)] * len(names)
     frame = pd.DataFrame(columns)
-    frame[spec.position_column] = np.arange(len(frame), dtype=np.int64)
-    try:
-        evaluate(spec, spec.query.stream(), frame)
-    except Exception:  # noqa: BLE001 (an optimization only: the executors compile then)
-        return ()
-    return used_entries()
+    frame[spec.position_column] = np.arange(start, start + len(frame), dtype=np.int64)
+    return frame
 
 
 def evaluate(spec: RunnerSpec, stream: Stream, frame: pd.DataFrame) -> Matches:
