@@ -153,7 +153,7 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         pruned = family in ("sequential", "windowed")
         check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
     if has_absence(body):
-        _check_absence(spec, body, family)
+        _check_absence(body, family)
     if has_order_comparisons(body) and family not in ("sequential", "windowed"):
         raise UnsupportedError(
             f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
@@ -209,7 +209,7 @@ def choose_family(spec: QuerySpec, body: Pattern) -> Family:
     return "sequential"  # which refuses, with the way out, what it cannot run
 
 
-def _check_absence(spec: QuerySpec, body: Pattern, family: Family) -> None:
+def _check_absence(body: Pattern, family: Family) -> None:
     """Refuse the absences the automata cannot run: next to an AND that runs on the
     parallelized automaton, or correlated other than by equalities that form run keys (an
     absent event blocks the runs of its own key; :func:`~pycel.plan.joins.plan_joins`
