@@ -81,6 +81,17 @@ SUBSTREAM_PATTERNS = {
     .within(events=30)
     .strategy("max")
     .partition_by(Stock.name),
+    # absence: a blocked best set (LAST without a window), treap (a comparison), pair (MAX)
+    "absence, last": pycel.seq(s, pycel.absent(x.where(x.volume > 800)), b)
+    .strategy("last")
+    .partition_by(Stock.name),
+    "absence, comparison": pycel.seq(s, pycel.absent(x.where(x.volume > 800)), b)
+    .where(b.price > s.price)
+    .within(events=40)
+    .partition_by(Stock.name),
+    "absence, max": pycel.seq(s, pycel.absent(x.where(x.volume > 900)), pycel.plus(b))
+    .strategy("max")
+    .partition_by(Stock.name),
 }
 
 
