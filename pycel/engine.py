@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from pycel.data.ingest import DEFAULT_TYPE_COLUMN
-from pycel.data.matches import Matches
+from pycel.data.matches import Matches, by_end
 from pycel.language.clauses import split_query
 from pycel.language.events import Event
 from pycel.plan.planner import Plan, plan_query
@@ -58,7 +58,12 @@ class CompiledQuery(Plan):
 
         Example: ``pycel.compile(seq(A, B)).run(df).to_pandas()``
         """
-        return self.stream().push(data, type_column=type_column)
+        stream = self.stream()
+        found = stream.push(data, type_column=type_column)
+        if stream.horizon is None:
+            return found
+        # The data ends here: the matches still waiting for their window hold too.
+        return attrs.evolve(by_end(Matches.concat([found, stream.close()])), source=found.source)
 
 
 def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQuery:

@@ -33,7 +33,7 @@ from pycel.data.ingest import (
 from pycel.data.matches import Match, Matches
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import DataError
-from pycel.language.absence import seq_chain
+from pycel.language.absence import seq_chain, split_end_absences
 from pycel.language.checks import check, event_types, is_equality_join, trend_conditions
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.language.evaluate import eval_scalar, prev_key
@@ -353,6 +353,25 @@ def _occurs(absence: Absent, left: Valuation, right: Valuation, stream: _Stream)
     return False
 
 
+def _occurs_after(
+    absence: Absent, v: Valuation, stream: _Stream, spec: QuerySpec, times: dict[int, Any], scale: int
+) -> bool:
+    """Whether an event of an absence that ends the pattern (satisfying its filter with
+    ``v``'s bindings) lies after ``v``'s last position and inside ``v``'s window (its
+    horizon: position − start ≤ n events, or time − time(start) ≤ d)."""
+    name = _type_name(absence.event)
+    c = _positions(v)
+    start, end = min(c), max(c)
+    for p in stream.positions:
+        if p <= end or name not in stream.types[p]:
+            continue
+        if not _in_window(spec, frozenset({(absence.var, start), (absence.var, p)}), times, scale):
+            continue
+        if absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream):
+            return True
+    return False
+
+
 def _type_name(cls: type) -> str:
     from pycel.language.events import event_name
 
@@ -440,6 +459,7 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     _check_join_floats(spec.body, batch)
     _check_overflow(spec.body, batch)
     post_parts = _post_filters(spec.body)
+    body, end_absences = split_end_absences(spec.body)
     # Partitions: sub-streams of equal, non-null key values (one stream when unpartitioned).
     groups: dict[tuple[Any, ...], list[int]] = {}
     for p in positions:
@@ -450,7 +470,7 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     streams: dict[tuple[Any, ...], _Stream] = {}
     for key, members in groups.items():
         streams[key] = stream = _Stream(batch, members)
-        for v in _denote(spec.body, stream):
+        for v in _denote(body, stream):
             outputs.setdefault(max(_positions(v)), []).append((key, v))
     barrier: dict[Any, int] = {}
     result: list[Match] = []
@@ -463,6 +483,12 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
             candidates = [v for v in candidates if min(_positions(v)) > barrier.get(scope, -1)]
         # The window first: a strategy chooses among the outputs that fit it.
         candidates = [v for v in candidates if _in_window(spec, v, times, scale)]
+        # An absence that ends the pattern: none of its events in the rest of the window.
+        candidates = [
+            v
+            for v in candidates
+            if not any(_occurs_after(x, v, streams[key], spec, times, scale) for x in end_absences)
+        ]
         chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
         for v in chosen:
             _check_post_filters(post_parts, v, streams[key], end)

@@ -70,6 +70,8 @@ def _atom_row(nfa: Nfa, atom: AtomState) -> list[str]:
     marks = [m for m, on in (("first", atom.index in nfa.first), ("final", atom.index in nfa.last)) if on]
     if atom.index in nfa.guard_atoms:
         marks.append(f"absence {nfa.guard_atoms.index(atom.index)} (blocks, binds nothing)")
+    if atom.index in nfa.end_atoms:
+        marks.append("absence that ends the pattern (drops a match it follows inside its window)")
     return [str(atom.index), reads, ", ".join(sorted(atom.labels)), filters, follow, " ".join(marks)]
 
 

@@ -258,6 +258,13 @@ def gather(m: Matches, picked: npt.NDArray[np.int64]) -> Matches:
     )
 
 
+def by_end(m: Matches) -> Matches:
+    """``m`` ordered by end position, keeping the order within an end."""
+    if np.all(m.ends[1:] >= m.ends[:-1]):
+        return m
+    return gather(m, np.argsort(m.ends, kind="stable"))
+
+
 def take(m: Matches, keep: npt.NDArray[np.bool_]) -> Matches:
     """The matches where ``keep`` is True, in order (vectorized)."""
     counts = np.diff(m.offsets)

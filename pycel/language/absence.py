@@ -1,14 +1,17 @@
 """Where absence may stand, and the sequence chains it stands in.
 
 ``seq(p, absent(C), q)`` constrains the gap between ``p`` and ``q``, so an absence is
-meaningful only between two parts of one sequence. A sequence is read as a *chain*: nested
-``;`` nodes flattened, each part with the contiguity of the ``;`` before it. Absence at a
-chain's start or end would need a horizon (a window that closes before output); it is
-refused, as is absence next to a contiguous ``:`` (nothing lies between adjacent events).
+meaningful between two parts of one sequence. A sequence is read as a *chain*: nested
+``;`` nodes flattened, each part with the contiguity of the ``;`` before it. At the end of
+the whole pattern (``seq(p, absent(C))``) an absence constrains the rest of the match's
+window, its *horizon* (the planner requires a window); anywhere else a chain's start or
+end is refused, as is absence next to a contiguous ``:`` (nothing lies between adjacent
+events).
 
 Example::
 
     chain = seq_chain(seq(A, absent(C), B))   # [(A, False), (ABSENT(C), False), (B, False)]
+    split_end_absences(seq(A, B, absent(C)))  # (seq(A, B), (ABSENT(C),))
     check_absences(seq(absent(C), B))         # UnsupportedError: absence at the start ...
 """
 
@@ -34,9 +37,37 @@ def has_absence(node: Pattern) -> bool:
     return isinstance(node, Absent) or any(has_absence(c) for c in node.children())
 
 
-def check_absences(node: Pattern, in_chain: bool = False) -> None:
-    """Raise unless every absence stands between two parts of a sequence, not next to a
-    contiguous ``:``."""
+def split_end_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...]]:
+    """``body`` without the absences that end it, and those absences (in order). Only the
+    pattern's own end counts: the last parts of its top sequence, also under ``as_`` and
+    ``where`` (whose conditions then hold for the rest).
+
+    Example: ``split_end_absences(seq(a, b, absent(c)))  # (seq(a, b), (ABSENT(c),))``
+    """
+    if isinstance(body, As | Filter):
+        inner, ends = split_end_absences(body.inner)
+        return (attrs.evolve(body, inner=inner) if ends else body), ends
+    if not isinstance(body, Seq) or not isinstance(seq_chain(body)[-1][0], Absent):
+        return body, ()
+    if isinstance(body.right, Absent):
+        rest, ends = split_end_absences(body.left)
+        return rest, (*ends, body.right)
+    rest, ends = split_end_absences(body.right)
+    return Seq(body.left, rest, body.contiguous), ends
+
+
+def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) -> None:
+    """Raise unless every absence stands between two parts of a sequence or at the end of
+    the whole pattern (:func:`split_end_absences`), not next to a contiguous ``:``."""
+    if at_root:
+        if isinstance(node, Seq):
+            glued = [part for part, contiguous in seq_chain(node) if contiguous and isinstance(part, Absent)]
+            if glued:
+                raise PatternError(
+                    f"{glued[0]!r} next to a contiguous ':' can never be violated (adjacent "
+                    "events have nothing between them); use ';'"
+                )
+        node, _ = split_end_absences(node)
     if isinstance(node, Absent):
         if not in_chain:
             raise PatternError(
@@ -46,19 +77,19 @@ def check_absences(node: Pattern, in_chain: bool = False) -> None:
         return
     if not isinstance(node, Seq):
         for child in node.children():
-            check_absences(child)
+            check_absences(child, at_root=False)
         return
     chain = seq_chain(node)
     for k, (part, contiguous) in enumerate(chain):
         if not isinstance(part, Absent):
-            check_absences(part)
+            check_absences(part, at_root=False)
             continue
         if k == 0 or k == len(chain) - 1:
             where = "start" if k == 0 else "end"
             raise UnsupportedError(
-                f"{part!r} at the {where} of a sequence is not supported: absence needs a "
-                "part of the sequence on both sides (an absence at an end would need a "
-                "window as its horizon); write seq(a, absent(c), b)"
+                f"{part!r} at the {where} of a sequence is not supported: absence stands "
+                "between two parts of a sequence (seq(a, absent(c), b)) or at the end of the "
+                "whole pattern, with a window as its horizon (seq(a, absent(c)).within(...))"
             )
         if contiguous or chain[k + 1][1]:
             raise PatternError(
@@ -90,4 +121,4 @@ def without_absences(node: Pattern) -> Pattern:
     return node  # (an absence stands inside seq(): check_absences)
 
 
-__all__ = ["check_absences", "has_absence", "seq_chain", "without_absences"]
+__all__ = ["check_absences", "has_absence", "seq_chain", "split_end_absences", "without_absences"]

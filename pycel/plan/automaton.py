@@ -35,7 +35,7 @@ import attrs
 
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
-from pycel.language.absence import seq_chain
+from pycel.language.absence import seq_chain, split_end_absences
 from pycel.language.checks import is_equality_join
 from pycel.language.comparisons import is_order_comparison
 from pycel.language.events import event_name
@@ -71,6 +71,9 @@ class Nfa:
     gap_follow: dict[int, frozenset[int]] = attrs.field(factory=dict)
     guards: dict[tuple[int, int], int] = attrs.field(factory=dict)  # edge → guard mask
     guard_atoms: tuple[int, ...] = ()  # guard g's pseudo-atom
+    # The pseudo-atoms of the absences that end the pattern (no edge: the runtime's
+    # horizon, pycel.runtime.horizon, checks them on the outputs).
+    end_atoms: tuple[int, ...] = ()
     # Comparisons between adjacent occurrences, on their edges (pycel.plan.conditions).
     conditions: tuple[EdgeCondition, ...] = ()
 
@@ -149,11 +152,14 @@ class _Builder:
         """A new guard for ``node``; returns its mask bit."""
         if len(self.guard_atoms) >= MAX_GUARDS:
             raise UnsupportedError(f"the engine supports at most {MAX_GUARDS} absences per pattern")
+        self.guard_atoms.append(self.absent_atom(node))
+        return 1 << (len(self.guard_atoms) - 1)
+
+    def absent_atom(self, node: Absent) -> int:
+        """A pseudo-atom reading the absent events (in no run: it gives them a bit)."""
         parts = conjuncts(node.predicate) if node.predicate is not None else []
         own = tuple(p for p in parts if p.variables() <= {node.var})
-        k = self.new_atom(AtomState(0, event_name(node.event), False, None, own, frozenset()))
-        self.guard_atoms.append(k)
-        return 1 << (len(self.guard_atoms) - 1)
+        return self.new_atom(AtomState(0, event_name(node.event), False, None, own, frozenset()))
 
     def chain(
         self, node: Seq, labels: frozenset[str], pending: tuple[Expr[bool], ...]
@@ -236,7 +242,9 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
     """Compile a CEL body (no query clauses) into a labeled Glushkov automaton
     (``strict``: every sequencing and iteration contiguous, the STRICT strategy)."""
     builder = _Builder(strict)
+    body, ends = split_end_absences(body)
     first, last = builder.build(body, frozenset(), ())
+    end_atoms = tuple(builder.absent_atom(node) for node in ends)
     variables = sorted({v for a in builder.atoms for v in a.labels})
     return Nfa(
         tuple(builder.atoms),
@@ -247,4 +255,5 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
         {k: frozenset(v) for k, v in builder.gap_follow.items()},
         dict(builder.guards),
         tuple(builder.guard_atoms),
+        end_atoms,
     )

@@ -63,6 +63,10 @@ class _Planner:
     occurrences: list[_Occurrence] = attrs.field(factory=list)
     parent: dict[Side, Side] = attrs.field(factory=dict)
     dtypes: dict[Side, str] = attrs.field(factory=dict)
+    # An absence's correlations also key the single events they read (a match binds one
+    # event there; an iterated one may bind several values, which a key cannot say).
+    absence_joins: list[Expr[bool]] = attrs.field(factory=list)
+    single: list[int] = attrs.field(factory=list)
 
     def root(self, side: Side) -> Side:
         while self.parent.setdefault(side, side) != side:
@@ -73,6 +77,8 @@ class _Planner:
         """Record the occurrences below ``node``; return their indices."""
         if isinstance(node, (Atom, NotAtom)):
             self.occurrences.append(_Occurrence(node.event, labels | {node.var}, isinstance(node, NotAtom)))
+            if not iterated:
+                self.single.append(len(self.occurrences) - 1)
             return [len(self.occurrences) - 1]
         if isinstance(node, Absent):
             # The absent event must carry the run key too: its correlations join it to
@@ -86,6 +92,7 @@ class _Planner:
                         f"correlation {join!r} of an absence inside an iteration (+) is not supported"
                     )
                 self.add_join(join, [k])
+                self.absence_joins.append(join)
             return []
         if isinstance(node, As):
             return self.walk(node.inner, labels | {node.var}, iterated)
@@ -106,6 +113,12 @@ class _Planner:
                     )
                 self.add_join(join, found)
         return found
+
+    def walk_all(self, body: Pattern) -> None:
+        """Record every occurrence of ``body`` and the joins that relate them."""
+        self.walk(body, frozenset(), False)
+        for join in self.absence_joins:
+            self.add_join(join, self.single)
 
     def add_join(self, join: Expr[bool], scope: list[int]) -> None:
         assert isinstance(join, Compare) and isinstance(join.left, Attr) and isinstance(join.right, Attr)
@@ -255,7 +268,7 @@ def plan_joins(body: Pattern) -> tuple[Pattern, tuple[JoinKey, ...]]:
     key. A body without equality joins comes back unchanged with no keys.
     """
     planner = _Planner()
-    planner.walk(body, frozenset(), False)
+    planner.walk_all(body)
     roots = sorted({planner.root(s) for s in planner.parent})
     if not roots:
         return body, ()
@@ -277,6 +290,6 @@ def joins_form_run_keys(body: Pattern) -> bool:
     Example: ``joins_form_run_keys((a & b & c).where((a.x == b.x) & (b.y == c.y)))`` is False.
     """
     planner = _Planner()
-    planner.walk(body, frozenset(), False)
+    planner.walk_all(body)
     roots = {planner.root(s) for s in planner.parent}
     return all(not isinstance(_key_for(planner, r), str) for r in roots)

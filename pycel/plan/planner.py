@@ -39,9 +39,9 @@ from typing import Literal, TypeVar, cast
 import attrs
 
 from pycel.data.ingest import Schema
-from pycel.dsl import Absent, Pattern
+from pycel.dsl import Absent, Pattern, Seq
 from pycel.errors import UnsupportedError
-from pycel.language.absence import has_absence, without_absences
+from pycel.language.absence import has_absence, split_end_absences, without_absences
 from pycel.language.checks import check, event_types
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
@@ -120,6 +120,13 @@ class Plan:
         """The pattern's variables, in the order the matches number them."""
         return self.nfa.variables
 
+    @property
+    def outputs_filtered(self) -> bool:
+        """Whether the runner's outputs are filtered before they are final (post-filters, an
+        absence that ends the pattern): the runner then returns every output that fits
+        the window, whole, and the stream chooses, projects and limits after filtering."""
+        return self.post_filters is not None or bool(self.nfa.end_atoms)
+
     def shared_tables(self) -> SharedTables:
         """The tables all streams of this plan share in this process, created on first use
         (kept beside the plan, not in it: the plan stays plain data).
@@ -154,6 +161,13 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
     if has_absence(body):
         _check_absence(body, family)
+    body, end_absences = split_end_absences(body)
+    if end_absences and spec.consume != "none":
+        raise UnsupportedError(
+            "CONSUME BY together with an absence that ends the pattern is not supported: its "
+            "matches are known only once their window has passed, after later matches may "
+            "have used their events"
+        )
     if has_order_comparisons(body) and family not in ("sequential", "windowed"):
         raise UnsupportedError(
             f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
@@ -167,8 +181,10 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         hcq = plan_hcq(body, spec.partition)
         assert hcq is not None  # choose_family checked it
         return _plan(spec, family, _hcq_nfa(hcq), schema, (), hcq, post_filters, text)
-    if spec.strategy == "strict":  # an interval has no gap: every absence holds
+    if spec.strategy == "strict":  # an interval has no gap: every absence inside holds
         body = without_absences(body)
+    for absence in end_absences:  # their events get atom bits; the stream's horizon checks them
+        body = Seq(body, absence)
     # AND runs as an OR of interleavings; the checks saw the original.
     planned, join_keys = plan_joins(expand_conjunctions(body))
     # STRICT keeps the matches whose positions form an interval of the (partition's)

@@ -204,10 +204,17 @@ def apply(
     ``tail``: the tail with ``batch``'s events appended (:meth:`Tail.extended`, with the
     positions ``matches`` use).
     """
+    ok, trimmed = passing(post, tail, batch, matches, schema, keep_from)
+    return project(take(matches, ok), projection_mask), trimmed
+
+
+def passing(
+    post: PostFilters, tail: Tail, batch: EventBatch, matches: Matches, schema: Schema, keep_from: int
+) -> tuple[npt.NDArray[np.bool_], Tail]:
+    """Which matches of a push pass ``post`` (see :func:`apply`), and the new tail."""
     batch_positions = tail.positions[len(tail.positions) - len(batch) :]
 
     def row_of(end: int) -> int:  # the end event is one of this batch's
         return int(np.searchsorted(batch_positions, end))
 
-    kept = take(matches, keep(post, matches, tail, schema, row_of))
-    return project(kept, projection_mask), tail.trimmed(keep_from)
+    return keep(post, matches, tail, schema, row_of), tail.trimmed(keep_from)

@@ -20,6 +20,7 @@ import copy
 import time
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -31,15 +32,16 @@ from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Expr
 from pycel.plan.planner import Plan
 from pycel.plan.postfilter import PostFilters
+from pycel.runtime.horizon import Blocking, Horizon
 from pycel.runtime.keys import TupleIds, run_keys
-from pycel.runtime.postfilter import Tail, limit_per_end
+from pycel.runtime.postfilter import Tail, limit_per_end, passing
 from pycel.runtime.postfilter import apply as apply_post_filters
 from pycel.runtime.predicates import atom_bits, columns_read_by
 from pycel.runtime.residual import Pruning
 from pycel.runtime.runners import PreparedBatch, RawMatches, new_runner
 from pycel.runtime.runners.windowed import choose
 from pycel.runtime.snapshot.state import decode, encode
-from pycel.runtime.windows import count_window_starts, time_window_starts
+from pycel.runtime.windows import count_window_starts, time_window_starts, window_reach, window_times
 
 Ints = npt.NDArray[np.int64]
 
@@ -69,6 +71,9 @@ class Stream:
         # local positions global_base, global_base + 1, ...; None until then.
         self.global_map: Ints | None = None
         self.global_base = 0
+        # A pattern that ends in an absence: its matches wait here until their window passed.
+        self.horizon = Horizon.of(plan, window_reach(plan, plan.schema)) if plan.nfa.end_atoms else None
+        self.closed = False
 
     # -- per batch ---------------------------------------------------------------------
     def push(
@@ -89,6 +94,8 @@ class Stream:
         Example: ``stream.push([Sell(name="INTC", price=10.0), Buy(name="QQQ", price=9.5)])``
         """
         began = time.perf_counter()
+        if self.closed:
+            raise DataError("this stream is closed (Stream.close): open a new one to push more events")
         reads = columns_read_by(self.plan)
         # Only the attributes the query reads are encoded; the others are checked and kept
         # as given (decoded when a match's events are shown).
@@ -122,7 +129,7 @@ class Stream:
         gpos = self._check_positions(positions, len(batch))
         starts, tail = self._window_starts(batch, gpos)
         keys, key_valid = run_keys(plan, batch, self.key_tuples)
-        post = plan.post_filters is not None
+        whole = plan.outputs_filtered
         post_tail, residual = self._post_tail_and_pruning(batch, gpos)
         prepared = PreparedBatch(
             batch=batch,
@@ -131,18 +138,19 @@ class Stream:
             keys=keys,
             key_valid=key_valid,
             window_starts=starts,
-            # Post-filters see whole matches: project and limit after filtering.
-            projection_mask=(1 << len(plan.variables)) - 1 if post else plan.projection_mask,
-            limit=-1 if post else plan.limit,
+            # Post-filters and the horizon see whole matches: project and limit after them.
+            projection_mask=(1 << len(plan.variables)) - 1 if whole else plan.projection_mask,
+            limit=-1 if whole else plan.limit,
             consume=plan.consume,
             residual=residual,
         )
         raw = self.runner.advance(prepared)
         if residual is not None:
             self._pruning().record(residual)
+        waiting = self._horizon_inputs(prepared, raw, gpos) if self.horizon is not None else None
         self.schema = batch.schema  # accepted
         self.offset += len(batch)
-        return self._finish(batch, gpos, starts, tail, raw, began, post_tail)
+        return self._finish(batch, gpos, starts, tail, raw, began, post_tail, waiting)
 
     def _post_tail_and_pruning(
         self, batch: EventBatch, gpos: Ints | None
@@ -173,10 +181,10 @@ class Stream:
 
     def _finish(
         self, batch: EventBatch, gpos: Ints | None, starts: Ints, tail: Any, raw: RawMatches, began: float,
-        post_tail: Tail | None = None,
+        post_tail: Tail | None = None, waiting: _HorizonInputs | None = None,
     ) -> Matches:  # fmt: skip
-        """The batch's matches (global positions, post-filters, projection, limit), and
-        the bookkeeping after an accepted batch."""
+        """The batch's matches (global positions, post-filters, the horizon, projection,
+        limit), and the bookkeeping after an accepted batch."""
         plan = self.plan
         post = plan.post_filters
         if plan.window_unit is not None and len(starts):
@@ -188,7 +196,9 @@ class Stream:
         if gpos is not None:
             m_starts, m_ends, pos, source = self._to_global(gpos, m_starts, m_ends, pos, batch)
         matches = Matches(m_starts, m_ends, raw.offsets, raw.var_ids, pos, plan.variables, source)
-        if post is not None:
+        if waiting is not None:
+            matches = self._past_horizon(matches, waiting, batch, post_tail)
+        elif post is not None:
             assert post_tail is not None  # _post_tail_and_pruning made it
             # A windowed strategy chooses among the outputs that pass: project after it.
             windowed = plan.family == "windowed"
@@ -208,6 +218,69 @@ class Stream:
                 matches = limit_per_end(matches, plan.limit)
         self.seconds += time.perf_counter() - began
         return matches
+
+    def _horizon_inputs(self, prepared: PreparedBatch, raw: RawMatches, gpos: Ints | None) -> _HorizonInputs:
+        """What the horizon needs of a batch, read before the stream moves on: each new
+        output's run key and start time, and the batch's blocking events."""
+        plan, batch = self.plan, prepared.batch
+        n = len(batch)
+        at = gpos if gpos is not None else np.arange(self.offset, self.offset + n, dtype=np.int64)
+        mask = np.int64(sum(1 << a for a in plan.nfa.end_atoms))
+        blocking = np.flatnonzero((prepared.bits & mask != 0) & prepared.key_valid)
+        times = np.zeros(0, dtype=np.int64)
+        start_times: npt.NDArray[Any] = np.zeros(len(raw.starts), dtype=np.int64)
+        if plan.window_unit != "events":
+            times = window_times(plan, batch, self.last_time)
+            # A start lies inside its end's window: in the time tail or in this batch.
+            all_t = np.concatenate([self.tail_time.astype(times.dtype, copy=False), times])
+            all_p = np.concatenate([self.tail_pos, np.arange(self.offset, self.offset + n, dtype=np.int64)])
+            start_times = all_t[np.searchsorted(all_p, raw.starts)]
+        block = Blocking(
+            at[blocking],
+            prepared.keys[blocking],
+            times[blocking] if len(times) else times,
+            int(at[-1]) if n else None,
+            times[-1].item() if len(times) else None,
+        )
+        return _HorizonInputs(prepared.keys[raw.ends - self.offset], start_times, block)
+
+    def _past_horizon(
+        self, matches: Matches, waiting: _HorizonInputs, batch: EventBatch, post_tail: Tail | None
+    ) -> Matches:
+        """The matches whose window has passed with no blocking event of their key (the
+        horizon holds the others), chosen, projected and limited."""
+        post = self.plan.post_filters
+        keys, start_times = waiting.keys, waiting.start_times
+        if post is not None:
+            assert post_tail is not None  # _post_tail_and_pruning made it
+            ok, self.post_tail = passing(post, post_tail, batch, matches, self.schema, self._post_keep_from())
+            matches, keys, start_times = take(matches, ok), keys[ok], start_times[ok]
+        assert self.horizon is not None
+        emitted = self.horizon.advance(matches, keys, start_times, waiting.block)
+        return self._chosen(attrs.evolve(emitted, source=matches.source))
+
+    def _chosen(self, emitted: Matches) -> Matches:
+        """Whole matches by end → the strategy's choice (windowed), projection, limit."""
+        plan = self.plan
+        strategy = plan.strategy if plan.family == "windowed" else None
+        return choose(strategy, emitted, plan.projection_mask, plan.limit)
+
+    def close(self) -> Matches:
+        """End the stream: return the matches still waiting for their window to pass (a
+        pattern that ends in an absence; no later event can drop them now). Later pushes
+        raise. Without such an absence nothing waits: the result is empty.
+
+        Example::
+
+            late = seq(order, absent(payment)).within(minutes=30, on=Order.time)
+            stream = pycel.compile(late).stream()
+            stream.push(events)        # the orders whose 30 minutes have passed unpaid
+            stream.close()             # and those still unpaid when the events end
+        """
+        self.closed = True
+        if self.horizon is None:
+            return Matches.empty(self.plan.variables)
+        return self._chosen(self.horizon.close())
 
     def _post_keep_from(self) -> int:
         """The first position a future match may include (what the post-filter tail keeps):
@@ -337,6 +410,15 @@ def _post_filters_may_overflow(post: PostFilters | None) -> bool:
         return any(has_int_arith(c) for c in e.children())
 
     return post is not None and any(has_int_arith(c) for c in post.conjuncts)
+
+
+@attrs.frozen
+class _HorizonInputs:
+    """A batch's new outputs' run keys and start times, and its blocking events."""
+
+    keys: Ints
+    start_times: npt.NDArray[Any]
+    block: Blocking
 
 
 class _SubStreamEvents:

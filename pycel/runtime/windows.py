@@ -30,6 +30,23 @@ def count_window_starts(positions: Ints, size: float) -> Ints:
     return positions - np.int64(size)
 
 
+def window_reach(plan: Plan, schema: Schema) -> float:
+    """The window in its own units: n events, or d in the time column's units
+    (nanoseconds for a ``Timestamp`` attribute)."""
+    size = plan.window_size
+    if plan.window_unit == "seconds" and schema.fields.get(str(plan.time_attribute)) == "time":
+        size = size * 1_000_000_000  # timestamps are nanoseconds (an int size stays exact)
+    return size
+
+
+def window_times(plan: Plan, batch: EventBatch, last_time: int | float | None) -> npt.NDArray[Any]:
+    """The window time of each event of ``batch``: int64 for integer times (exact), else
+    float64. Raises DataError when time goes backwards (``last_time``: the stream's last)."""
+    assert plan.time_attribute is not None
+    times = time_values(batch, plan.time_attribute, last_time)
+    return times.astype(np.int64 if times.dtype.kind in "iu" else np.float64)
+
+
 def time_window_starts(
     plan: Plan,
     batch: EventBatch,
@@ -44,20 +61,15 @@ def time_window_starts(
 
     Raises DataError when time goes backwards (``last_time``: the stream's last time).
     """
-    assert plan.time_attribute is not None
     n = len(batch)
-    times = time_values(batch, plan.time_attribute, last_time)
-    size = plan.window_size
-    if plan.window_unit == "seconds" and schema.fields.get(plan.time_attribute) == "time":
-        size = size * 1_000_000_000  # timestamps are nanoseconds (an int size stays exact)
+    times = window_times(plan, batch, last_time)
+    size = window_reach(plan, schema)
     if times.dtype.kind in "iu":
         # Integer times stay integers: time(end) - time(start) <= size holds exactly when
         # time(start) >= time(end) - floor(size); float64 would round above 2**53 (ns).
-        times = times.astype(np.int64)
         reach = min(math.floor(size), _I64_MAX)
         lower = np.maximum(times, np.int64(_I64_MIN + reach)) - np.int64(reach)
     else:
-        times = times.astype(np.float64)
         lower = times - size
     all_t = np.concatenate([tail_time.astype(times.dtype, copy=False), times])
     all_p = np.concatenate([tail_pos, positions])

@@ -75,7 +75,7 @@ class WindowedRunner:
                     raise UnsupportedError(self.refused)
             pieces.append(Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables))
         m = pieces[0] if len(pieces) == 1 else Matches.concat(pieces)
-        if self.plan.post_filters is None:
+        if not self.plan.outputs_filtered:
             m = choose(self.plan.strategy, m, batch.projection_mask, batch.limit)
         # else every output that fits: the stream filters them, then calls choose()
         return RawMatches(m.starts, m.ends, m.offsets, m.var_ids, m.positions)
@@ -105,7 +105,7 @@ class WindowedRunner:
 def _chosen_in_loop(plan: Plan) -> str:
     """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`), or "": LAST and
     NEXT without post-filters (the strategy must compare the outputs that pass them)."""
-    in_loop = plan.strategy in ("last", "next") and plan.post_filters is None
+    in_loop = plan.strategy in ("last", "next") and not plan.outputs_filtered
     return plan.strategy if in_loop else ""
 
 

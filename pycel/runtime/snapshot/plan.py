@@ -241,6 +241,7 @@ def nfa_to_json(nfa: Nfa) -> Json:
         # Absence: guarded edges [a, b, mask] and each guard's pseudo-atom.
         "guards": [[a, b, mask] for (a, b), mask in sorted(nfa.guards.items())],
         "guard_atoms": list(nfa.guard_atoms),
+        "end_atoms": list(nfa.end_atoms),  # the absences that end the pattern
         # Comparisons on edges: [source, target, register, op, threshold, kind, text].
         "conditions": [
             [c.source, c.target, expr_to_json(c.register), c.op, expr_to_json(c.threshold), c.kind, c.text]
@@ -285,6 +286,7 @@ def nfa_from_json(x: Json) -> Nfa:
         raise bad("the automaton's size or edges")
     first, last = frozenset(ints(x.get("first"), "first", 0, n)), frozenset(ints(x.get("last"), "last", 0, n))
     guard_atoms = ints(x.get("guard_atoms", []), "guard atoms", 0, n)
+    end_atoms = ints(x.get("end_atoms", []), "end atoms", 0, n)
     guards: dict[tuple[int, int], int] = {}
     for item in as_list(x.get("guards", []), "guards"):
         a, b, mask = (as_int(v, "guarded edge", 0) for v in as_list(item, "guarded edge", 3))
@@ -302,7 +304,9 @@ def nfa_from_json(x: Json) -> Nfa:
                 a, b, expr_from_json(register), op, expr_from_json(threshold), kind, as_str(text, "condition")
             )
         )
-    nfa = Nfa(tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms, tuple(conditions))
+    nfa = Nfa(
+        tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms, end_atoms, tuple(conditions)
+    )
     try:
         check_registers(list(nfa.conditions), nfa)
     except UnsupportedError as err:

@@ -38,10 +38,13 @@ import numpy as np
 
 from pycel.errors import DataError
 from pycel.plan.planner import Plan
+from pycel.runtime.horizon import Horizon
 from pycel.runtime.runners import Runner, load_runner
+from pycel.runtime.windows import window_reach
 
 from .plan import (
     Json,
+    as_bool,
     as_dict,
     as_float,
     as_int,
@@ -53,7 +56,7 @@ from .plan import (
     schema_from_json,
     schema_to_json,
 )
-from .tables import DTYPES, Reader, Writer, tail_in, tail_out, tuples_in, tuples_out
+from .tables import DTYPES, Reader, Writer, horizon_in, horizon_out, tail_in, tail_out, tuples_in, tuples_out
 
 MAGIC = b"\x89pycel\r\n"
 FORMAT = 2
@@ -61,7 +64,8 @@ _PREFIX = struct.Struct("<8sIQQ32s")  # magic, format, body length, inflated len
 #: A stream's own attributes besides its plan and runner, all written by :func:`encode`
 #: (a new one must be added here).
 STREAM_FIELDS = frozenset(
-    "schema offset last_time tail_pos tail_time key_tuples seconds global_map global_base post_tail".split()
+    "schema offset last_time tail_pos tail_time key_tuples seconds global_map global_base post_tail "
+    "horizon closed".split()
 )
 
 
@@ -155,6 +159,8 @@ def encode(plan: Plan, fields: dict[str, Any], runner: Runner) -> bytes:
         "global_map": None if s["global_map"] is None else w.add(s["global_map"], np.int64),
         "global_base": s["global_base"],
         "post_tail": None if post_tail is None else tail_out(w, post_tail),
+        "horizon": None if s["horizon"] is None else horizon_out(w, s["horizon"]),
+        "closed": s["closed"],
     }
     return pack(state, w.arrays)
 
@@ -191,6 +197,12 @@ def _decode(x: dict[str, Any], r: Reader) -> tuple[Plan, dict[str, Any], Runner]
     post = x.get("post_tail")
     if post is not None:
         fields["post_tail"] = tail_in(r, post)
+    horizon = x.get("horizon")
+    if (horizon is None) != (not plan.nfa.end_atoms):
+        raise bad("the pending matches of an absence that ends the pattern")
+    empty = Horizon.of(plan, window_reach(plan, plan.schema)) if plan.nfa.end_atoms else None
+    fields["horizon"] = None if empty is None else horizon_in(r, horizon, empty)
+    fields["closed"] = as_bool(x.get("closed"), "closed")
     if fields["tail_pos"].shape != fields["tail_time"].shape:
         raise bad("time tail")
     return plan, fields, runner

@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
+from pycel.data.matches import Matches
 from pycel.plan.automaton import Nfa, token, token_atom
 from pycel.plan.determinize import START, Dfa, LabelSets
 from pycel.plan.maximal import MaxDfa
+from pycel.runtime.horizon import Horizon
 from pycel.runtime.keys import TupleIds
 from pycel.runtime.postfilter import Tail
 
-from .plan import Json, as_dict, as_int, as_list, bad, strs
+from .plan import Json, as_dict, as_int, as_list, as_number, bad, strs
 
 #: Little-endian numeric and bool dtypes: the only arrays a snapshot holds.
 DTYPES = frozenset(["<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "<f8", "<f4", "|b1"])
@@ -261,3 +264,54 @@ def tail_in(r: Reader, x: Json) -> Tail:
     ):
         raise bad("post-filter tail columns")
     return Tail(positions, values, valid)
+
+
+def horizon_out(w: Writer, h: Horizon) -> Json:
+    """The pending matches of an absence that ends the pattern, as arrays."""
+    m = h.pending
+    return {
+        "matches": [w.add(m.starts, np.int64), w.add(m.ends, np.int64), w.add(m.offsets, np.int64),
+                    w.add(m.var_ids, np.int32), w.add(m.positions, np.int64)],
+        "keys": w.add(h.keys, np.int64),
+        "start_times": w.add(h.start_times),
+        "last_position": h.last_position,
+        "last_time": h.last_time,
+    }
+
+
+def horizon_in(r: Reader, x: Json, empty: Horizon) -> Horizon:
+    """The pending matches :func:`horizon_out` wrote, checked: a match's span of entries,
+    variables and positions (inside its start..end) and one key and start time each."""
+    x = as_dict(x, "horizon")
+    refs = as_list(x.get("matches"), "pending matches", 5)
+    starts, ends, offsets = (r.get(a, "pending matches") for a in refs[:3])
+    var_ids, positions = r.get(refs[3], "pending variables", "<i4"), r.get(refs[4], "pending positions")
+    keys = r.get(x.get("keys"), "pending keys")
+    times = r.arrays[as_int(x.get("start_times"), "pending start times", 0, len(r.arrays))]
+    if times.dtype.str not in ("<i8", "<f8") or times.ndim != 1:
+        raise bad("pending start times")
+    n = len(starts)
+    if (
+        not ends.shape == keys.shape == times.shape == (n,)
+        or offsets.shape != (n + 1,)
+        or offsets[0] != 0
+        or np.any(np.diff(offsets) < 1)
+        or offsets[-1] != len(var_ids)
+        or var_ids.shape != positions.shape
+        or np.any(starts > ends)
+    ):
+        raise bad("pending matches")
+    in_range(var_ids, 0, len(empty.pending.variables), "pending variables")
+    owner = np.repeat(np.arange(n), np.diff(offsets))
+    if np.any(positions < starts[owner]) or np.any(positions > ends[owner]):
+        raise bad("pending positions outside their match")
+    last = x.get("last_time")
+    pending = Matches(starts, ends, offsets, var_ids, positions, empty.pending.variables)
+    return attrs.evolve(
+        empty,
+        pending=pending,
+        keys=keys,
+        start_times=times,
+        last_position=as_int(x.get("last_position"), "last position", -1),
+        last_time=None if last is None else as_number(last, "last time"),
+    )

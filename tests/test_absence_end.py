@@ -1,0 +1,287 @@
+"""An absence that ends the pattern: ``seq(p, absent(C)).within(w)`` — the matches of ``p``
+with no such C later inside their window (FlinkCEP's ``notFollowedBy`` at the end, with
+``within``; "an order not shipped within 5 time units").
+
+Hand-written cases (an order workflow, per key and per partition, count and time windows,
+output that waits for the window, strategies), the refusals, CEQL text, and generated
+patterns and streams checked against the reference evaluator, also pushed in pieces
+through snapshot/restore and closed.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import (
+    Base,
+    assert_limited,
+    event_types,
+    kleene_count,
+    streams,
+    unary_predicates,
+    without_limit,
+)
+
+import pycel
+from pycel.ceql import parse_query, to_ceql, to_declaration
+from pycel.cli import main as cli_main
+from pycel.dsl import Pattern
+from pycel.language.checks import bound_variables
+
+
+class Ordered(pycel.Event):
+    oid: pycel.Field[int]
+    time: pycel.Field[int]
+
+
+class Shipped(pycel.Event):
+    oid: pycel.Field[int]
+    time: pycel.Field[int]
+
+
+o, d = pycel.alias(Ordered, "o"), pycel.alias(Shipped, "d")
+#: Orders 1-4 at times 0, 1, 5, 20; order 1 ships at 2, order 2 at 9 (8 after its order).
+ORDERS = [
+    Ordered(oid=1, time=0),
+    Ordered(oid=2, time=1),
+    Shipped(oid=1, time=2),
+    Ordered(oid=3, time=5),
+    Shipped(oid=2, time=9),
+    Ordered(oid=4, time=20),
+]
+UNSHIPPED = pycel.seq(o, pycel.absent(d.where(d.oid == o.oid))).within(5, on=Ordered.time)
+
+
+def spans(matches: pycel.Matches) -> list[tuple[int, int]]:
+    return [(m.start, m.end) for m in matches]
+
+
+def same_as_reference(pattern: Pattern, events: Sequence[object]) -> pycel.Matches:
+    """The engine's matches (one run), asserted equal to the reference's and free of
+    duplicates; under LIMIT n each end keeps min(n, its matches) of the reference's."""
+    unlimited, limit = without_limit(pattern)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = pycel.reference.evaluate(unlimited, list(events))
+        got = pycel.compile(pattern).run(list(events))
+    assert len(got.keys()) == len(got), "duplicate match"
+    assert_limited(got.keys(), expected.keys(), limit)
+    return got
+
+
+def pushed_in_pieces(query: pycel.CompiledQuery, events: Sequence[object], cuts: Sequence[int]) -> list[Any]:
+    """The match keys of ``events`` pushed in pieces (cut at ``cuts``), through a snapshot
+    and restore after each piece, then closed: every key once, in emission order."""
+    stream = query.stream()
+    got: list[Any] = []
+    bounds = [0, *sorted(cuts), len(events)]
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        got.extend(m.key() for m in stream.push(list(events[lo:hi])))
+        stream = pycel.Stream.restore(stream.snapshot())
+    got.extend(m.key() for m in stream.close())
+    return got
+
+
+# -- hand-written cases ------------------------------------------------------------------------
+
+
+def test_orders_not_shipped_within_the_window() -> None:
+    # Order 1 ships 2 after it; order 2 ships 8 after (outside the 5); 3 and 4 never ship.
+    assert spans(same_as_reference(UNSHIPPED, ORDERS)) == [(1, 1), (3, 3), (5, 5)]
+
+
+def test_a_count_window_is_the_horizon_too() -> None:
+    # Within 2 events: the shipment at position 2 is inside orders 0's and 1's windows,
+    # the one at 4 inside order 3's.
+    unshipped = pycel.seq(o, pycel.absent(Shipped)).within(events=2)
+    assert spans(same_as_reference(unshipped, ORDERS)) == [(5, 5)]
+    per_order = pycel.seq(o, pycel.absent(Shipped)).within(events=2).partition_by("oid")
+    assert spans(same_as_reference(per_order, ORDERS)) == [(1, 1), (3, 3), (5, 5)]
+
+
+def test_a_match_waits_until_its_window_has_passed() -> None:
+    stream = pycel.compile(UNSHIPPED).stream()
+    assert spans(stream.push(ORDERS[:4])) == []  # order 2 (time 1) waits until time > 6
+    assert spans(stream.push(ORDERS[4:5])) == [(1, 1)]  # time 9: order 2's window passed
+    assert spans(stream.push([])) == []
+    assert spans(stream.close()) == [(3, 3)]  # order 3's window (to time 10) never passed
+    with pytest.raises(pycel.DataError, match="closed"):
+        stream.push(ORDERS[:1])
+
+
+def test_a_match_leaves_with_the_last_event_of_its_window() -> None:
+    stream = pycel.compile(pycel.seq(o, pycel.absent(Shipped)).within(events=2)).stream()
+    emitted = [spans(stream.push([Ordered(oid=k, time=k)])) for k in range(4)]
+    # Position k's window ends at k + 2: seen there, the order leaves at that push.
+    assert emitted == [[], [], [(0, 0)], [(1, 1)]]
+    assert spans(stream.close()) == [(2, 2), (3, 3)]
+
+
+def test_a_blocking_event_drops_only_the_matches_whose_window_it_is_in() -> None:
+    # Two orders of one id: the shipment at time 6 is inside the second order's window only.
+    events = [Ordered(oid=1, time=0), Ordered(oid=1, time=3), Shipped(oid=1, time=6)]
+    assert spans(same_as_reference(UNSHIPPED, events)) == [(0, 0)]
+
+
+def test_absence_between_parts_and_at_the_end() -> None:
+    # Shipped without a second order in between, then no further order within 4 events.
+    pattern = pycel.seq(o, pycel.absent(Ordered), d, pycel.absent(Ordered)).within(events=4)
+    got = same_as_reference(pattern, ORDERS + [Shipped(oid=4, time=21), Shipped(oid=4, time=22)])
+    assert spans(got) == [(5, 6), (5, 7)]
+
+
+@pytest.mark.parametrize("strategy", ["last", "next", "max", "strict"])
+def test_strategies_choose_among_the_matches_whose_window_passed(strategy: str) -> None:
+    later = pycel.alias(Ordered, "later")
+    pattern = pycel.seq(o, pycel.plus(later), pycel.absent(Shipped)).within(events=3).strategy(strategy)  # type: ignore[arg-type]
+    events = [Ordered(oid=k, time=k) for k in range(5)] + [Shipped(oid=0, time=9)]
+    got = same_as_reference(pattern, events)
+    assert set(pushed_in_pieces(pycel.compile(pattern), events, [2, 4])) == got.keys()
+
+
+def test_select_and_limit_act_on_the_matches_that_passed() -> None:
+    pattern = pycel.seq(o, pycel.plus(Ordered), pycel.absent(Shipped)).within(events=3)
+    events = [Ordered(oid=k, time=k) for k in range(6)]
+    same_as_reference(pattern.select("o"), events)
+    same_as_reference(pattern.limit(1), events)
+
+
+def test_snapshot_keeps_the_waiting_matches() -> None:
+    query = pycel.compile(UNSHIPPED)
+    stream = query.stream()
+    stream.push(ORDERS[:4])
+    again = pycel.Stream.restore(stream.snapshot())
+    assert spans(again.push(ORDERS[4:])) == [(1, 1), (3, 3)]
+    assert spans(again.close()) == [(5, 5)]
+
+
+def test_a_corrupted_waiting_match_is_refused() -> None:
+    stream = pycel.compile(UNSHIPPED).stream()
+    stream.push(ORDERS[:2])
+    assert stream.horizon is not None
+    stream.horizon.pending.positions[0] = 99  # outside its match
+    with pytest.raises(pycel.DataError, match="pending positions"):
+        pycel.Stream.restore(stream.snapshot())
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error", "words"),
+    [
+        (pycel.seq(o, pycel.absent(Shipped)), pycel.PatternError, "needs a window as its horizon"),
+        (pycel.seq(pycel.absent(Shipped), o).within(events=3), pycel.UnsupportedError, "at the start"),
+        (pycel.seq(o, pycel.absent(Shipped)) | d, pycel.UnsupportedError, "at the end of a sequence"),
+        (
+            pycel.seq(o, pycel.absent(Shipped), contiguous=True).within(events=3),
+            pycel.PatternError,
+            "contiguous",
+        ),
+        (
+            pycel.seq(o, pycel.absent(Shipped)).within(events=3).consume("any"),
+            pycel.UnsupportedError,
+            "CONSUME",
+        ),
+    ],
+)
+def test_what_is_refused_says_why(pattern: object, error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match=words):
+        pycel.compile(pattern)
+
+
+def test_ceql_prints_parses_and_runs_an_absence_at_the_end() -> None:
+    text = to_ceql(UNSHIPPED)
+    assert "ABSENT(" in text
+    again = parse_query(text, [Ordered, Shipped])
+    assert pycel.compile(again).run(ORDERS).keys() == pycel.compile(UNSHIPPED).run(ORDERS).keys()
+
+
+def test_explain_marks_the_absence_at_the_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    decl = tmp_path / "orders.ceql"
+    decl.write_text(to_declaration([Ordered, Shipped]))
+    query = tmp_path / "q.ceql"
+    query.write_text(
+        "SELECT * WHERE Ordered AS o ; ABSENT(Shipped AS d FILTER d[oid = o.oid]) WITHIN 5 [time]"
+    )
+    assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
+    out = capsys.readouterr().out
+    assert "absence that ends the pattern" in out
+    assert "engine: supported" in out
+
+
+# -- generated cases ------------------------------------------------------------------------------
+
+GEN_TYPES = event_types(3)
+
+
+@st.composite
+def end_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
+    """``seq(p[, absent(M), q], absent(Z))`` within a count or time window, with small
+    generated parts (an event, maybe filtered, an OR, an iteration), maybe partitioned or
+    correlated by a key, and a strategy, SELECT or LIMIT."""
+    parts: list[Pattern] = []
+    for var in ("p", "q")[: draw(st.integers(1, 2))]:
+        atom = pycel.alias(draw(st.sampled_from(GEN_TYPES)), var)
+        filtered = draw(st.booleans())
+        part: Pattern = atom.where(draw(unary_predicates(var, Base, depth=0))) if filtered else atom
+        kind = draw(st.sampled_from(["event", "event", "or", "plus"]))
+        if kind == "or":
+            part = part | pycel.alias(draw(st.sampled_from(GEN_TYPES)), var + "2")
+        elif kind == "plus":
+            part = pycel.plus(part)
+        parts.append(part)
+    z = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "z")
+    keyed = draw(st.integers(0, 2))  # 0: none, 1: PARTITION BY, 2: z correlated with p by x
+    conditions = [draw(unary_predicates("z", Base, depth=0))] if draw(st.booleans()) else []
+    if keyed == 2:  # a key every event shares: p alone, or p and q joined by x, before z
+        p = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "p")
+        q = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "q")
+        parts = [p] if draw(st.booleans()) else [p, q]
+        conditions.append(z.x == pycel.alias(Base, "p").x)
+    blocker = z.where(functools.reduce(operator.and_, conditions)) if conditions else z
+    first = parts[0]
+    chain: list[Pattern] = [first]
+    if len(parts) > 1:
+        middle = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "m")
+        if keyed != 2 and draw(st.booleans()):  # (under a join an absence needs the key too)
+            chain.append(pycel.absent(middle))
+        chain.append(parts[1])
+    pattern: Pattern = pycel.seq(*chain, pycel.absent(blocker))
+    if keyed == 2 and len(parts) > 1:
+        pattern = pattern.where(pycel.alias(Base, "p").x == pycel.alias(Base, "q").x)
+    if draw(st.booleans()):
+        pattern = pattern.within(events=draw(st.integers(1, 8)))
+    else:
+        pattern = pattern.within(draw(st.integers(0, 8)), on=Base.time)
+    if keyed == 1:
+        pattern = pattern.partition_by(Base.x)
+    clauses = ["none", "none", "select", "limit", "last", "next", "max"] + ([] if keyed == 2 else ["strict"])
+    clause = draw(st.sampled_from(clauses))
+    if clause == "select":
+        pattern = pattern.select(
+            *draw(st.lists(st.sampled_from(sorted(bound_variables(pattern))), min_size=1, unique=True))
+        )
+    elif clause == "limit":
+        pattern = pattern.limit(draw(st.integers(1, 2)))
+    elif clause != "none":
+        pattern = pattern.strategy(clause)  # type: ignore[arg-type]
+    return pattern, draw(streams(GEN_TYPES, 12 if kleene_count(pattern) else 30, min_len=4))
+
+
+@settings(max_examples=300)
+@given(end_cases(), st.data())
+def test_generated_absences_at_the_end_equal_the_reference(
+    case: tuple[Pattern, list[Base]], data: st.DataObject
+) -> None:
+    pattern, stream = case
+    got = same_as_reference(pattern, stream)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=3), label="cuts")
+    pieces = pushed_in_pieces(pycel.compile(pattern), stream, cuts)
+    assert len(pieces) == len(set(pieces)), "a match emitted twice"
+    assert set(pieces) == got.keys()
