@@ -164,6 +164,25 @@ def test_chunked_reading_equals_one_chunk(stock: dict[str, Any], capsys: pytest.
     assert any(len(dict(v)["b"]) > 1 for _, _, v in outputs[0])  # Kleene matches span chunks
 
 
+def test_an_absence_at_the_end_writes_the_matches_that_wait_until_the_data_ends(
+    stock: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A sale of INTC with no later sale of INTC within 20 events: the last ones wait for
+    # their window to pass, which only the end of the data decides.
+    query = (
+        "SELECT * FROM S WHERE SELL AS s ; ABSENT(SELL AS t FILTER t[name = 'INTC']) "
+        "FILTER s[name = 'INTC'] WITHIN 20 EVENTS"
+    )
+    types = ceql.parse_declaration(STOCK_DECLARATION)
+    expected = rows_of_matches(pycel.reference.evaluate(ceql.parse_query(query, types), stock["df"]))
+    assert any(end > len(stock["df"]) - 20 for _, end, _ in expected)  # some wait for the end
+    for chunk in ("7", "100000"):
+        args = ["run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "jsonl", "--chunk-size", chunk]
+        code, out, err = cli(capsys, *args)
+        assert code == 0, err
+        assert sorted(rows_of_jsonl(out)) == sorted(expected)
+
+
 def test_limit_rows(stock: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     for limit in ("0", "1", "150"):
         code, out, err = cli(

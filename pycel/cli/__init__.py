@@ -255,6 +255,11 @@ class Feeder:
         if failure is not None:
             raise failure
 
+    def finish(self) -> None:
+        """The data ended: write the matches that waited for their window to pass (a
+        pattern that ends in an absence; at a bad row they stay unwritten)."""
+        self._written(self.stream.close(), 0)
+
     def _written(self, matches: Matches, rows: int) -> None:
         """Write one push's matches, then size the next push."""
         found = len(matches)
@@ -366,6 +371,7 @@ def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: 
     try:
         for base, frame in source.chunks():  # noqa: B007 (base is read by the DataError handler)
             feeder.feed(frame, pushed)
+        feeder.finish()
         feeder.writer.flush()
     except DataError as err:
         progress.done()
