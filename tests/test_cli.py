@@ -178,8 +178,8 @@ def test_an_absence_at_the_end_writes_the_matches_that_wait_until_the_data_ends(
     assert any(end > len(stock["df"]) - 20 for _, end, _ in expected)  # some wait for the end
     for chunk in ("7", "100000"):
         code, out, err = cli(
-            capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "jsonl", "--chunk-size",
-            chunk,
+            capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-f", "jsonl",
+            "--chunk-size", chunk,
         )  # fmt: skip
         assert code == 0, err
         assert sorted(rows_of_jsonl(out)) == sorted(expected)
