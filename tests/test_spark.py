@@ -456,6 +456,12 @@ BATCH_PATTERNS = {
     .where(b.price > s.price)
     .within(events=20)
     .partition_by(Stock.name),
+    # an absence at the end: a group's last matches wait for its events to end
+    "absence at the end": pycel.seq(s.where(s.volume > 700), pycel.absent(x.where(x.volume > 900)))
+    .within(events=15)
+    .partition_by(Stock.name),
+    "absence at the end, unpartitioned": pycel.seq(s.where(s.volume > 900), pycel.absent(x.where(x.volume > 800)))
+    .within(events=4),
     "comparison, int with float": (s >> b)
     .where(b.volume * 0.5 > s.price)
     .within(events=20)

@@ -71,6 +71,8 @@ def range_refusal(query: CompiledQuery) -> str | None:
         return f"the {strategy.upper()} strategy is not known to be local to the window"
     if query.consume != 0:
         return "CONSUME BY discards runs when a match is found, also runs older than the window"
+    if query.nfa.end_atoms:
+        return "an absence at the end of the pattern decides a match by the events after it"
     if query.limit >= 0:
         return (
             "LIMIT keeps n of an end position's matches in the engine's enumeration order, "

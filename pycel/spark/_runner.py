@@ -411,7 +411,10 @@ def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> pd.Se
 def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
     """All matches of one group's events (a whole batch group: a fresh stream)."""
     events = sorted_events(spec, frame)
-    matches = evaluate(spec, spec.query.stream(), events)
+    stream = spec.query.stream()
+    matches = evaluate(spec, stream, events)
+    if stream.horizon is not None:  # the group's events end: the waiting matches hold
+        matches = Matches.concat([matches, stream.close()])
     if spec.range_column is not None and spec.range_cut is not None:
         matches = ending_at_home(spec, matches, events)
     return match_rows(spec, matches, events)
@@ -454,6 +457,15 @@ class KeyState:
         if version != _STATE_VERSION:
             raise DataError(f"pycel streaming state version {version} is not supported")
         return cls(Stream.restore(snapshot), last, known)
+
+
+def expire(spec: RunnerSpec, state: KeyState) -> pd.DataFrame:
+    """The match rows of a key whose state expires (its windows passed the watermark):
+    the matches that waited for their window to pass (an absence that ends the pattern)."""
+    if state.stream.horizon is None:
+        return pd.DataFrame()
+    known = state.known if state.known is not None else pd.DataFrame(columns=spec.kept_columns)
+    return match_rows(spec, state.stream.close(), known)
 
 
 def advance(spec: RunnerSpec, state: KeyState, frame: pd.DataFrame, *, late: str) -> pd.DataFrame:

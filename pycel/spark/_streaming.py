@@ -42,7 +42,7 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
-from ._runner import KeyState, RunnerSpec, advance, ship_as_file
+from ._runner import KeyState, RunnerSpec, advance, expire, ship_as_file
 
 EVENT_TIME = "_pycel_event_time"
 #: Shuffle partitions beyond this many per core make the stateful step warn.
@@ -276,7 +276,12 @@ def _with_state_function(spec: RunnerSpec, late: str, expiry: int | None, times:
 
     def apply(key: Any, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         if state.hasTimedOut:
-            state.remove()  # the key's window has passed the watermark: no match can follow
+            # The key's windows passed the watermark: no match can follow, and the ones
+            # that waited for their window to pass (an absence at the end) hold.
+            rows = expire(spec, KeyState.loads(state.get[0]))
+            state.remove()
+            if len(rows):
+                yield rows
             return
         blob, last_ms = (state.get[0], state.get[1]) if state.exists else (None, -1)
         rows, key_state, last_ms = _step(spec, late, times, blob, last_ms, frames)
@@ -323,8 +328,12 @@ def _make_processor(spec: RunnerSpec, late: str, expiry: int | None, times: _Key
         def handleExpiredTimer(
             self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
         ) -> Iterator[pd.DataFrame]:
-            self.state.clear()  # the key's window has passed the watermark: no match can follow
-            return iter([])
+            # The key's windows passed the watermark: no match can follow, and the ones
+            # that waited for their window to pass (an absence at the end) hold.
+            got = self.state.get() if self.state.exists() else None
+            rows = expire(spec, KeyState.loads(got[0])) if got is not None else pd.DataFrame()
+            self.state.clear()
+            return iter([rows] if len(rows) else [])
 
         def close(self) -> None:
             pass
