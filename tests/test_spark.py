@@ -460,8 +460,9 @@ BATCH_PATTERNS = {
     "absence at the end": pycel.seq(s.where(s.volume > 700), pycel.absent(x.where(x.volume > 900)))
     .within(events=15)
     .partition_by(Stock.name),
-    "absence at the end, unpartitioned": pycel.seq(s.where(s.volume > 900), pycel.absent(x.where(x.volume > 800)))
-    .within(events=4),
+    "absence at the end, unpartitioned": pycel.seq(
+        s.where(s.volume > 900), pycel.absent(x.where(x.volume > 800))
+    ).within(events=4),
     "comparison, int with float": (s >> b)
     .where(b.volume * 0.5 > s.price)
     .within(events=20)
@@ -1053,7 +1054,8 @@ def test_streaming_absence_at_the_end_emits_a_match_once_its_window_passed(
     missing, and only that. A key that stops early (ZZZ) is emitted by the expiry."""
     if api == "transformWithState" and importlib.util.find_spec("google.protobuf") is None:
         pytest.skip("transformWithStateInPandas needs protobuf")
-    pattern = pycel.seq(s.where(s.volume > 700), pycel.absent(x.where(x.volume > 990))).within(5, on=Stock.time)
+    unblocked = pycel.seq(s.where(s.volume > 700), pycel.absent(x.where(x.volume > 990)))
+    pattern = unblocked.within(5, on=Stock.time)
     ticks = stock_events(1600, names=4, seed=21)
     ticks.loc[3, ["event_type", "name", "volume"]] = ["Sell", "ZZZ", 1000]  # ZZZ's only event
     ticks["ref"] = "r" + ticks["id"].astype(str)
