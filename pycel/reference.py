@@ -33,7 +33,7 @@ from pycel.data.ingest import (
 from pycel.data.matches import Match, Matches
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import DataError
-from pycel.language.absence import seq_chain, split_end_absences
+from pycel.language.absence import seq_chain, window_absences
 from pycel.language.checks import check, event_types, is_equality_join, trend_conditions
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.language.evaluate import eval_scalar, prev_key
@@ -353,19 +353,27 @@ def _occurs(absence: Absent, left: Valuation, right: Valuation, stream: _Stream)
     return False
 
 
-def _occurs_after(
-    absence: Absent, v: Valuation, stream: _Stream, spec: QuerySpec, times: dict[int, Any], scale: int
+def _occurs_outside(
+    absence: Absent,
+    v: Valuation,
+    stream: _Stream,
+    spec: QuerySpec,
+    times: dict[int, Any],
+    scale: int,
+    after: bool,
 ) -> bool:
-    """Whether an event of an absence that ends the pattern (satisfying its filter with
-    ``v``'s bindings) lies after ``v``'s last position and inside ``v``'s window (its
-    horizon: position − start ≤ n events, or time − time(start) ≤ d)."""
+    """Whether an event of an absence that ends (``after``) or starts the pattern,
+    satisfying its filter with ``v``'s bindings, lies after ``v``'s last position (before
+    its first) and inside ``v``'s window: position − start ≤ n events, or time − time(start)
+    ≤ d (end − position, time(end) − time, before)."""
     name = _type_name(absence.event)
     c = _positions(v)
     start, end = min(c), max(c)
     for p in stream.positions:
-        if p <= end or name not in stream.types[p]:
+        if (p <= end if after else p >= start) or name not in stream.types[p]:
             continue
-        if not _in_window(spec, frozenset({(absence.var, start), (absence.var, p)}), times, scale):
+        span = frozenset({(absence.var, start if after else end), (absence.var, p)})
+        if not _in_window(spec, span, times, scale):
             continue
         if absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream):
             return True
@@ -459,7 +467,7 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     _check_join_floats(spec.body, batch)
     _check_overflow(spec.body, batch)
     post_parts = _post_filters(spec.body)
-    body, end_absences = split_end_absences(spec.body)
+    body, start_absences, end_absences = window_absences(spec.body)
     # Partitions: sub-streams of equal, non-null key values (one stream when unpartitioned).
     groups: dict[tuple[Any, ...], list[int]] = {}
     for p in positions:
@@ -483,11 +491,13 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
             candidates = [v for v in candidates if min(_positions(v)) > barrier.get(scope, -1)]
         # The window first: a strategy chooses among the outputs that fit it.
         candidates = [v for v in candidates if _in_window(spec, v, times, scale)]
-        # An absence that ends the pattern: none of its events in the rest of the window.
+        # An absence that starts or ends the pattern: none of its events in the rest of
+        # the window, before the first event or after the last.
         candidates = [
             v
             for v in candidates
-            if not any(_occurs_after(x, v, streams[key], spec, times, scale) for x in end_absences)
+            if not any(_occurs_outside(x, v, streams[key], spec, times, scale, False) for x in start_absences)
+            and not any(_occurs_outside(x, v, streams[key], spec, times, scale, True) for x in end_absences)
         ]
         chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
         for v in chosen:

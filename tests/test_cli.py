@@ -174,7 +174,8 @@ def test_an_absence_at_the_end_writes_the_matches_that_wait_until_the_data_ends(
         "FILTER s[name = 'INTC'] WITHIN 20 EVENTS"
     )
     types = ceql.parse_declaration(STOCK_DECLARATION)
-    expected = rows_of_matches(pycel.reference.evaluate(ceql.parse_query(query, types), stock["df"]))
+    events = [types[str(row.pop("event_type"))](**row) for row in stock["df"].to_dict("records")]
+    expected = rows_of_matches(pycel.reference.evaluate(ceql.parse_query(query, types), events))
     assert any(end > len(stock["df"]) - 20 for _, end, _ in expected)  # some wait for the end
     for chunk in ("7", "100000"):
         code, out, err = cli(

@@ -460,6 +460,9 @@ BATCH_PATTERNS = {
     "absence at the end": pycel.seq(s.where(s.volume > 700), pycel.absent(x.where(x.volume > 900)))
     .within(events=15)
     .partition_by(Stock.name),
+    "absence at the start": pycel.seq(pycel.absent(x.where(x.volume > 950)), b.where(b.volume > 700))
+    .within(events=12)
+    .partition_by(Stock.name),
     "absence at the end, unpartitioned": pycel.seq(
         s.where(s.volume > 900), pycel.absent(x.where(x.volume > 800))
     ).within(events=4),
@@ -609,6 +612,10 @@ RANGE_PATTERNS = {
     "absence": pycel.seq(
         s.where(s.volume > 600), pycel.absent(x.where(x.volume > 900)), b.where(b.volume > 600)
     ).within(events=20),
+    # and the absent events before a match that starts with an absence
+    "absence at the start": pycel.seq(pycel.absent(x.where(x.volume > 980)), b.where(b.volume > 900)).within(
+        events=20
+    ),
     "absence, comparison, next": pycel.seq(
         s.where(s.volume > 600), pycel.absent(x.where(x.volume > 900)), b.where(b.volume > 600)
     )

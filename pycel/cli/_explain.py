@@ -72,6 +72,8 @@ def _atom_row(nfa: Nfa, atom: AtomState) -> list[str]:
         marks.append(f"absence {nfa.guard_atoms.index(atom.index)} (blocks, binds nothing)")
     if atom.index in nfa.end_atoms:
         marks.append("absence that ends the pattern (drops a match it follows inside its window)")
+    if atom.index in nfa.start_atoms:
+        marks.append("absence that starts the pattern (drops a match it precedes inside its window)")
     return [str(atom.index), reads, ", ".join(sorted(atom.labels)), filters, follow, " ".join(marks)]
 
 

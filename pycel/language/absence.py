@@ -2,17 +2,17 @@
 
 ``seq(p, absent(C), q)`` constrains the gap between ``p`` and ``q``, so an absence is
 meaningful between two parts of one sequence. A sequence is read as a *chain*: nested
-``;`` nodes flattened, each part with the contiguity of the ``;`` before it. At the end of
-the whole pattern (``seq(p, absent(C))``) an absence constrains the rest of the match's
-window, its *horizon* (the planner requires a window); anywhere else a chain's start or
-end is refused, as is absence next to a contiguous ``:`` (nothing lies between adjacent
-events).
+``;`` nodes flattened, each part with the contiguity of the ``;`` before it. At the start
+or the end of the whole pattern (``seq(absent(C), p)``, ``seq(p, absent(C))``) an absence
+constrains the rest of the match's window, before its first event or after its last
+(the checks require a window); anywhere else a chain's start or end is refused, as is
+absence next to a contiguous ``:`` (nothing lies between adjacent events).
 
 Example::
 
     chain = seq_chain(seq(A, absent(C), B))   # [(A, False), (ABSENT(C), False), (B, False)]
-    split_end_absences(seq(A, B, absent(C)))  # (seq(A, B), (ABSENT(C),))
-    check_absences(seq(absent(C), B))         # UnsupportedError: absence at the start ...
+    window_absences(seq(A, B, absent(C)))     # (seq(A, B), (), (ABSENT(C),))
+    check_absences(seq(seq(absent(C), B), A)) # UnsupportedError: absence at the start ...
 """
 
 from __future__ import annotations
@@ -56,18 +56,52 @@ def split_end_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...]]:
     return Seq(body.left, rest, body.contiguous), ends
 
 
+def split_start_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...]]:
+    """``body`` without the absences that start it, and those absences (in order): the
+    first parts of its top sequence, also under ``as_`` and ``where``.
+
+    Example: ``split_start_absences(seq(absent(c), a, b))  # (seq(a, b), (ABSENT(c),))``
+    """
+    if isinstance(body, As | Filter):
+        inner, starts = split_start_absences(body.inner)
+        return (attrs.evolve(body, inner=inner) if starts else body), starts
+    if not isinstance(body, Seq) or not isinstance(seq_chain(body)[0][0], Absent):
+        return body, ()
+    if isinstance(body.left, Absent):
+        rest, starts = split_start_absences(body.right)
+        return rest, (body.left, *starts)
+    rest, starts = split_start_absences(body.left)
+    return Seq(rest, body.right, body.contiguous), starts
+
+
+def window_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...], tuple[Absent, ...]]:
+    """``body`` without the absences that start and end it, and those (start, end): each
+    constrains the rest of a match's window, before its first event or after its last.
+
+    Example: ``window_absences(seq(absent(c), a, absent(d)))  # (a, (ABSENT(c),), (ABSENT(d),))``
+    """
+    rest, starts = split_start_absences(body)
+    rest, ends = split_end_absences(rest)
+    return rest, starts, ends
+
+
 def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) -> None:
     """Raise unless every absence stands between two parts of a sequence or at the end of
     the whole pattern (:func:`split_end_absences`), not next to a contiguous ``:``."""
     if at_root:
         if isinstance(node, Seq):
-            glued = [part for part, contiguous in seq_chain(node) if contiguous and isinstance(part, Absent)]
+            chain = seq_chain(node)
+            glued = [
+                part
+                for k, (part, contiguous) in enumerate(chain)
+                if isinstance(part, Absent) and (contiguous or (k + 1 < len(chain) and chain[k + 1][1]))
+            ]
             if glued:
                 raise PatternError(
                     f"{glued[0]!r} next to a contiguous ':' can never be violated (adjacent "
                     "events have nothing between them); use ';'"
                 )
-        node, _ = split_end_absences(node)
+        node = window_absences(node)[0]
     if isinstance(node, Absent):
         if not in_chain:
             raise PatternError(
@@ -88,8 +122,9 @@ def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) 
             where = "start" if k == 0 else "end"
             raise UnsupportedError(
                 f"{part!r} at the {where} of a sequence is not supported: absence stands "
-                "between two parts of a sequence (seq(a, absent(c), b)) or at the end of the "
-                "whole pattern, with a window as its horizon (seq(a, absent(c)).within(...))"
+                "between two parts of a sequence (seq(a, absent(c), b)) or at the start or "
+                "end of the whole pattern, with its window as the horizon "
+                "(seq(a, absent(c)).within(...))"
             )
         if contiguous or chain[k + 1][1]:
             raise PatternError(
@@ -121,4 +156,12 @@ def without_absences(node: Pattern) -> Pattern:
     return node  # (an absence stands inside seq(): check_absences)
 
 
-__all__ = ["check_absences", "has_absence", "seq_chain", "split_end_absences", "without_absences"]
+__all__ = [
+    "check_absences",
+    "has_absence",
+    "seq_chain",
+    "split_end_absences",
+    "split_start_absences",
+    "window_absences",
+    "without_absences",
+]

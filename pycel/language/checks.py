@@ -16,7 +16,7 @@ import warnings
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Pattern, Plus, Seq
 from pycel.errors import PatternError
 
-from .absence import check_absences, seq_chain, split_end_absences
+from .absence import check_absences, seq_chain, window_absences
 from .clauses import QuerySpec
 from .comparisons import is_order_comparison
 from .events import Event, event_name
@@ -371,12 +371,18 @@ def check(spec: QuerySpec) -> None:
     """Run every static check on a split query; raise PatternError on the first problem."""
     check_type_names(spec.body)
     check_absences(spec.body)
-    ends = split_end_absences(spec.body)[1]
+    _, starts, ends = window_absences(spec.body)
     if ends and spec.window is None:
         raise PatternError(
             f"{ends[-1]!r} ends the pattern, so it needs a window as its horizon: the match "
             "is reported once its window has passed with no such event, e.g. "
             "seq(order, absent(payment)).within(minutes=30, on=Order.time)"
+        )
+    if starts and spec.window is None:
+        raise PatternError(
+            f"{starts[0]!r} starts the pattern, so it needs a window as its horizon: no such "
+            "event before the match inside its window, e.g. "
+            "seq(absent(login), purchase).within(minutes=5, on=Purchase.time)"
         )
     _walk(spec.body, bound_variables(spec.body))
     check_hierarchical(spec.body)

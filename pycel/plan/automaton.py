@@ -35,7 +35,7 @@ import attrs
 
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
-from pycel.language.absence import seq_chain, split_end_absences
+from pycel.language.absence import seq_chain, window_absences
 from pycel.language.checks import is_equality_join
 from pycel.language.comparisons import is_order_comparison
 from pycel.language.events import event_name
@@ -74,6 +74,7 @@ class Nfa:
     # The pseudo-atoms of the absences that end the pattern (no edge: the runtime's
     # horizon, pycel.runtime.horizon, checks them on the outputs).
     end_atoms: tuple[int, ...] = ()
+    start_atoms: tuple[int, ...] = ()  # likewise, the absences that start the pattern
     # Comparisons between adjacent occurrences, on their edges (pycel.plan.conditions).
     conditions: tuple[EdgeCondition, ...] = ()
 
@@ -242,9 +243,10 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
     """Compile a CEL body (no query clauses) into a labeled Glushkov automaton
     (``strict``: every sequencing and iteration contiguous, the STRICT strategy)."""
     builder = _Builder(strict)
-    body, ends = split_end_absences(body)
+    body, starts, ends = window_absences(body)
     first, last = builder.build(body, frozenset(), ())
     end_atoms = tuple(builder.absent_atom(node) for node in ends)
+    start_atoms = tuple(builder.absent_atom(node) for node in starts)
     variables = sorted({v for a in builder.atoms for v in a.labels})
     return Nfa(
         tuple(builder.atoms),
@@ -256,4 +258,5 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
         dict(builder.guards),
         tuple(builder.guard_atoms),
         end_atoms,
+        start_atoms,
     )

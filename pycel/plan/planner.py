@@ -41,7 +41,7 @@ import attrs
 from pycel.data.ingest import Schema
 from pycel.dsl import Absent, Pattern, Seq
 from pycel.errors import UnsupportedError
-from pycel.language.absence import has_absence, split_end_absences, without_absences
+from pycel.language.absence import has_absence, window_absences, without_absences
 from pycel.language.checks import check, event_types
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
@@ -125,7 +125,7 @@ class Plan:
         """Whether the runner's outputs are filtered before they are final (post-filters, an
         absence that ends the pattern): the runner then returns every output that fits
         the window, whole, and the stream chooses, projects and limits after filtering."""
-        return self.post_filters is not None or bool(self.nfa.end_atoms)
+        return self.post_filters is not None or bool(self.nfa.end_atoms or self.nfa.start_atoms)
 
     def shared_tables(self) -> SharedTables:
         """The tables all streams of this plan share in this process, created on first use
@@ -161,12 +161,12 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
     if has_absence(body):
         _check_absence(body, family)
-    body, end_absences = split_end_absences(body)
-    if end_absences and spec.consume != "none":
+    body, start_absences, end_absences = window_absences(body)
+    if (start_absences or end_absences) and spec.consume != "none":
         raise UnsupportedError(
-            "CONSUME BY together with an absence that ends the pattern is not supported: its "
-            "matches are known only once their window has passed, after later matches may "
-            "have used their events"
+            "CONSUME BY together with an absence that starts or ends the pattern is not "
+            "supported: the absence decides a match after the automaton found it (at the end "
+            "only once its window has passed), after later matches may have used its events"
         )
     if has_order_comparisons(body) and family not in ("sequential", "windowed"):
         raise UnsupportedError(
@@ -183,8 +183,11 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         return _plan(spec, family, _hcq_nfa(hcq), schema, (), hcq, post_filters, text)
     if spec.strategy == "strict":  # an interval has no gap: every absence inside holds
         body = without_absences(body)
-    for absence in end_absences:  # their events get atom bits; the stream's horizon checks them
+    # Their events get atom bits; the stream checks them (pycel.runtime.horizon).
+    for absence in end_absences:
         body = Seq(body, absence)
+    for absence in reversed(start_absences):
+        body = Seq(absence, body)
     # AND runs as an OR of interleavings; the checks saw the original.
     planned, join_keys = plan_joins(expand_conjunctions(body))
     # STRICT keeps the matches whose positions form an interval of the (partition's)

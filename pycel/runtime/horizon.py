@@ -48,8 +48,65 @@ class Blocking:
     positions: Ints
     keys: Ints
     times: npt.NDArray[Any]
-    last_position: int | None
-    last_time: int | float | None
+    last_position: int | None = None
+    last_time: int | float | None = None
+
+    def nearest(self, keys: Ints, positions: Ints, *, after: bool) -> tuple[npt.NDArray[np.bool_], Ints]:
+        """For each (key, position): whether a blocking event of that key lies after it
+        (``after``; else before it), and the index of the nearest such one."""
+        b = len(self.positions)
+        if not b:
+            return np.zeros(len(keys), dtype=np.bool_), np.zeros(len(keys), dtype=np.int64)
+        # Blocking events ordered by (key rank, stream order): one sorted int64 to search.
+        uniq = np.unique(self.keys)
+        code = np.searchsorted(uniq, self.keys) * np.int64(b + 1) + np.arange(b, dtype=np.int64)
+        order = np.argsort(code, kind="stable")
+        code = code[order]
+        mine = np.minimum(np.searchsorted(uniq, keys), len(uniq) - 1)
+        found = uniq[mine] == keys
+        # How many blocking events come before the position (at it too, looking after).
+        passed = np.searchsorted(self.positions, positions, side="right" if after else "left")
+        at = np.searchsorted(code, mine * np.int64(b + 1) + passed) - (0 if after else 1)
+        found &= (at >= 0) & (at < b)
+        at = np.clip(at, 0, b - 1)
+        found &= code[at] // np.int64(b + 1) == mine
+        return found, order[at]
+
+    def take(self, keep: npt.NDArray[np.bool_]) -> Blocking:
+        """The blocking events where ``keep`` is True."""
+        times = self.times[keep] if len(self.times) else self.times
+        return attrs.evolve(self, positions=self.positions[keep], keys=self.keys[keep], times=times)
+
+    def then(self, later: Blocking) -> Blocking:
+        """These events followed by ``later``'s (with ``later``'s last position and time)."""
+        times = np.concatenate([self.times.astype(later.times.dtype), later.times])
+        return Blocking(
+            np.concatenate([self.positions, later.positions]),
+            np.concatenate([self.keys, later.keys]),
+            times,
+            later.last_position if later.last_position is not None else self.last_position,
+            later.last_time if later.last_time is not None else self.last_time,
+        )
+
+
+def within_reach(
+    unit: str,
+    reach: float,
+    earlier: Ints,
+    earlier_time: npt.NDArray[Any],
+    later: Ints,
+    later_time: npt.NDArray[Any],
+) -> npt.NDArray[np.bool_]:
+    """Whether ``later`` − ``earlier`` ≤ ``reach``: positions for a count window, else times
+    (integers exactly: later ≤ earlier + floor(reach) without leaving int64)."""
+    if unit == "events":
+        return np.asarray(later - earlier <= np.int64(reach))
+    if later_time.dtype.kind in "iu" and earlier_time.dtype.kind in "iu":
+        step = min(math.floor(reach), _I64_MAX)
+        start = earlier_time.astype(np.int64)
+        top = np.where(start > _I64_MAX - step, _I64_MAX, start + np.int64(step))
+        return np.asarray(later_time.astype(np.int64) <= top)
+    return np.asarray(later_time.astype(np.float64) - earlier_time.astype(np.float64) <= reach)
 
 
 @attrs.define
@@ -106,20 +163,6 @@ class Horizon:
         self.pending = take(self.pending, keep)
         self.keys, self.start_times = self.keys[keep], self.start_times[keep]
 
-    def _inside(self, position: Ints, time: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-        """Whether an event at ``position``/``time`` lies inside each pending match's window."""
-        m = self.pending
-        if self.unit == "events":
-            inside: npt.NDArray[np.bool_] = position - m.starts <= np.int64(self.reach)
-            return inside
-        if time.dtype.kind in "iu":
-            # Exact integers: time − start ≤ floor(d), without leaving int64.
-            reach = min(math.floor(self.reach), _I64_MAX)
-            starts = self.start_times.astype(np.int64)
-            top = np.where(starts > _I64_MAX - reach, _I64_MAX, starts + np.int64(reach))
-            return np.asarray(time.astype(np.int64) <= top)
-        return np.asarray(time.astype(np.float64) - self.start_times.astype(np.float64) <= self.reach)
-
     def _passed(self) -> npt.NDArray[np.bool_]:
         """Whether the stream has seen every event that may lie in each match's window."""
         m = self.pending
@@ -128,32 +171,66 @@ class Horizon:
         if self.last_time is None:
             return np.zeros(len(m), dtype=np.bool_)
         last = np.full(len(m), self.last_time, dtype=self.start_times.dtype)
-        return ~self._inside(np.zeros(0, dtype=np.int64), last)
+        return ~within_reach(self.unit, self.reach, m.starts, self.start_times, m.starts, last)
 
     def _blocked(self, block: Blocking) -> npt.NDArray[np.bool_]:
         """Whether the first blocking event of each pending match's key after its end lies
         inside its window (a later one lies later: it cannot be inside if that one is not)."""
         m = self.pending
-        b = len(block.positions)
-        if not b:
-            return np.zeros(len(m), dtype=np.bool_)
-        # Blocking events ordered by (key rank, batch order): one sorted int64 to search.
-        uniq = np.unique(block.keys)
-        rank = np.searchsorted(uniq, block.keys)
-        code = rank * np.int64(b + 1) + np.arange(b, dtype=np.int64)
-        order = np.argsort(code, kind="stable")
-        code = code[order]
-        mine = np.minimum(np.searchsorted(uniq, self.keys), len(uniq) - 1)
-        has_key = uniq[mine] == self.keys
-        after = np.searchsorted(block.positions, m.ends, side="right")  # first batch index after the end
-        at = np.searchsorted(code, mine * np.int64(b + 1) + after)
-        found = has_key & (at < b)
-        at = np.minimum(at, b - 1)
-        found &= code[at] // np.int64(b + 1) == mine
-        first = order[at]
+        found, first = block.nearest(self.keys, m.ends, after=True)
+        if not found.any():
+            return found
         time = block.times[first] if len(block.times) else block.times
-        blocked: npt.NDArray[np.bool_] = found & self._inside(block.positions[first], time)
+        inside = within_reach(self.unit, self.reach, m.starts, self.start_times, block.positions[first], time)
+        blocked: npt.NDArray[np.bool_] = found & inside
         return blocked
 
 
-__all__ = ["Blocking", "Horizon"]
+@attrs.define
+class Lookback:
+    """The recent events of an absence that starts the pattern (``seq(absent(C), p)``),
+    as far back as a window reaches: a match of ``p`` holds if no C of its key lies
+    before its first event inside its window (end − position ≤ n, or time(end) − time ≤
+    d). Decided when the match is found: nothing waits."""
+
+    unit: str
+    reach: float
+    recent: Blocking
+
+    @classmethod
+    def of(cls, plan: Plan, reach: float) -> Lookback:
+        z = np.zeros(0, dtype=np.int64)
+        return cls("events" if plan.window_unit == "events" else "time", reach, Blocking(z, z, z))
+
+    def admits(
+        self, found: Matches, keys: Ints, end_times: npt.NDArray[Any], block: Blocking
+    ) -> npt.NDArray[np.bool_]:
+        """Take the batch's ``block``ing events; whether each new output ``found`` (global
+        positions, each with its run key and its end's time) has none of its key before
+        its start inside its window. Forgets the events no later window reaches."""
+        self.recent = self.recent.then(block)
+        near, last = self.recent.nearest(keys, found.starts, after=False)
+        if not near.any():
+            self._forget()
+            return np.ones(len(found), dtype=np.bool_)
+        times = self.recent.times[last] if len(self.recent.times) else self.recent.times
+        before = self.recent.positions[last]
+        inside = within_reach(self.unit, self.reach, before, times, found.ends, end_times)
+        admitted: npt.NDArray[np.bool_] = ~(near & inside)
+        self._forget()
+        return admitted
+
+    def _forget(self) -> None:
+        """Keep the events a window ending at a later event may still reach."""
+        r = self.recent
+        if not len(r.positions):
+            return
+        if self.unit == "events":
+            assert r.last_position is not None
+            self.recent = r.take(r.last_position - r.positions < np.int64(self.reach))
+        elif r.last_time is not None:
+            last = np.full(len(r.positions), r.last_time, dtype=r.times.dtype)
+            self.recent = r.take(within_reach(self.unit, self.reach, r.positions, r.times, r.positions, last))
+
+
+__all__ = ["Blocking", "Horizon", "Lookback", "within_reach"]

@@ -32,7 +32,7 @@ from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Expr
 from pycel.plan.planner import Plan
 from pycel.plan.postfilter import PostFilters
-from pycel.runtime.horizon import Blocking, Horizon
+from pycel.runtime.horizon import Blocking, Horizon, Lookback
 from pycel.runtime.keys import TupleIds, run_keys
 from pycel.runtime.postfilter import Tail, limit_per_end, passing
 from pycel.runtime.postfilter import apply as apply_post_filters
@@ -72,7 +72,10 @@ class Stream:
         self.global_map: Ints | None = None
         self.global_base = 0
         # A pattern that ends in an absence: its matches wait here until their window passed.
-        self.horizon = Horizon.of(plan, window_reach(plan, plan.schema)) if plan.nfa.end_atoms else None
+        reach = window_reach(plan, plan.schema)
+        self.horizon = Horizon.of(plan, reach) if plan.nfa.end_atoms else None
+        # A pattern that starts with an absence: its recent events, as far as a window reaches.
+        self.lookback = Lookback.of(plan, reach) if plan.nfa.start_atoms else None
         self.closed = False
 
     # -- per batch ---------------------------------------------------------------------
@@ -138,7 +141,7 @@ class Stream:
             keys=keys,
             key_valid=key_valid,
             window_starts=starts,
-            # Post-filters and the horizon see whole matches: project and limit after them.
+            # Post-filters and window absences see whole matches: project and limit after them.
             projection_mask=(1 << len(plan.variables)) - 1 if whole else plan.projection_mask,
             limit=-1 if whole else plan.limit,
             consume=plan.consume,
@@ -147,7 +150,8 @@ class Stream:
         raw = self.runner.advance(prepared)
         if residual is not None:
             self._pruning().record(residual)
-        waiting = self._horizon_inputs(prepared, raw, gpos) if self.horizon is not None else None
+        edges = plan.nfa.end_atoms or plan.nfa.start_atoms
+        waiting = self._window_absence_inputs(prepared, raw, gpos) if edges else None
         self.schema = batch.schema  # accepted
         self.offset += len(batch)
         return self._finish(batch, gpos, starts, tail, raw, began, post_tail, waiting)
@@ -181,10 +185,10 @@ class Stream:
 
     def _finish(
         self, batch: EventBatch, gpos: Ints | None, starts: Ints, tail: Any, raw: RawMatches, began: float,
-        post_tail: Tail | None = None, waiting: _HorizonInputs | None = None,
+        post_tail: Tail | None = None, waiting: _WindowAbsenceInputs | None = None,
     ) -> Matches:  # fmt: skip
-        """The batch's matches (global positions, post-filters, the horizon, projection,
-        limit), and the bookkeeping after an accepted batch."""
+        """The batch's matches (global positions, post-filters, window absences,
+        projection, limit), and the bookkeeping after an accepted batch."""
         plan = self.plan
         post = plan.post_filters
         if plan.window_unit is not None and len(starts):
@@ -197,7 +201,7 @@ class Stream:
             m_starts, m_ends, pos, source = self._to_global(gpos, m_starts, m_ends, pos, batch)
         matches = Matches(m_starts, m_ends, raw.offsets, raw.var_ids, pos, plan.variables, source)
         if waiting is not None:
-            matches = self._past_horizon(matches, waiting, batch, post_tail)
+            matches = self._after_window_absences(matches, waiting, batch, post_tail)
         elif post is not None:
             assert post_tail is not None  # _post_tail_and_pruning made it
             # A windowed strategy chooses among the outputs that pass: project after it.
@@ -219,45 +223,64 @@ class Stream:
         self.seconds += time.perf_counter() - began
         return matches
 
-    def _horizon_inputs(self, prepared: PreparedBatch, raw: RawMatches, gpos: Ints | None) -> _HorizonInputs:
-        """What the horizon needs of a batch, read before the stream moves on: each new
-        output's run key and start time, and the batch's blocking events."""
+    def _window_absence_inputs(
+        self, prepared: PreparedBatch, raw: RawMatches, gpos: Ints | None
+    ) -> _WindowAbsenceInputs:
+        """What the absences that start or end the pattern need of a batch, read before
+        the stream moves on: each new output's run key and its start's and end's times,
+        and the batch's events of each kind of absence."""
         plan, batch = self.plan, prepared.batch
         n = len(batch)
         at = gpos if gpos is not None else np.arange(self.offset, self.offset + n, dtype=np.int64)
-        mask = np.int64(sum(1 << a for a in plan.nfa.end_atoms))
-        blocking = np.flatnonzero((prepared.bits & mask != 0) & prepared.key_valid)
         times = np.zeros(0, dtype=np.int64)
         start_times: npt.NDArray[Any] = np.zeros(len(raw.starts), dtype=np.int64)
+        end_times: npt.NDArray[Any] = start_times
         if plan.window_unit != "events":
             times = window_times(plan, batch, self.last_time)
             # A start lies inside its end's window: in the time tail or in this batch.
             all_t = np.concatenate([self.tail_time.astype(times.dtype, copy=False), times])
             all_p = np.concatenate([self.tail_pos, np.arange(self.offset, self.offset + n, dtype=np.int64)])
             start_times = all_t[np.searchsorted(all_p, raw.starts)]
-        block = Blocking(
-            at[blocking],
-            prepared.keys[blocking],
-            times[blocking] if len(times) else times,
-            int(at[-1]) if n else None,
-            times[-1].item() if len(times) else None,
-        )
-        return _HorizonInputs(prepared.keys[raw.ends - self.offset], start_times, block)
+            end_times = times[raw.ends - self.offset]
 
-    def _past_horizon(
-        self, matches: Matches, waiting: _HorizonInputs, batch: EventBatch, post_tail: Tail | None
+        def blocking(atoms: tuple[int, ...]) -> Blocking:
+            mask = np.int64(sum(1 << a for a in atoms))
+            rows = np.flatnonzero((prepared.bits & mask != 0) & prepared.key_valid)
+            return Blocking(
+                at[rows],
+                prepared.keys[rows],
+                times[rows] if len(times) else times,
+                int(at[-1]) if n else None,
+                times[-1].item() if len(times) else None,
+            )
+
+        keys = prepared.keys[raw.ends - self.offset]
+        return _WindowAbsenceInputs(
+            keys, start_times, end_times, blocking(plan.nfa.start_atoms), blocking(plan.nfa.end_atoms)
+        )
+
+    def _after_window_absences(
+        self, matches: Matches, given: _WindowAbsenceInputs, batch: EventBatch, post_tail: Tail | None
     ) -> Matches:
-        """The matches whose window has passed with no blocking event of their key (the
-        horizon holds the others), chosen, projected and limited."""
+        """The matches with no event of an absence that starts the pattern before them
+        inside their window, and (the horizon holds the others) whose window has passed
+        with no event of an absence that ends it after them; chosen, projected, limited."""
         post = self.plan.post_filters
-        keys, start_times = waiting.keys, waiting.start_times
+        keep = np.ones(len(matches), dtype=np.bool_)
         if post is not None:
             assert post_tail is not None  # _post_tail_and_pruning made it
-            ok, self.post_tail = passing(post, post_tail, batch, matches, self.schema, self._post_keep_from())
-            matches, keys, start_times = take(matches, ok), keys[ok], start_times[ok]
-        assert self.horizon is not None
-        emitted = self.horizon.advance(matches, keys, start_times, waiting.block)
-        return self._chosen(attrs.evolve(emitted, source=matches.source))
+            keep_from = self._post_keep_from()
+            keep, self.post_tail = passing(post, post_tail, batch, matches, self.schema, keep_from)
+        if self.lookback is not None:
+            keep[keep] = self.lookback.admits(
+                take(matches, keep), given.keys[keep], given.end_times[keep], given.before
+            )
+        matches = take(matches, keep)
+        if self.horizon is not None:
+            found = matches
+            matches = self.horizon.advance(found, given.keys[keep], given.start_times[keep], given.after)
+            matches = attrs.evolve(matches, source=found.source)
+        return self._chosen(matches)
 
     def _chosen(self, emitted: Matches) -> Matches:
         """Whole matches by end → the strategy's choice (windowed), projection, limit."""
@@ -413,12 +436,15 @@ def _post_filters_may_overflow(post: PostFilters | None) -> bool:
 
 
 @attrs.frozen
-class _HorizonInputs:
-    """A batch's new outputs' run keys and start times, and its blocking events."""
+class _WindowAbsenceInputs:
+    """A batch's new outputs' run keys, start and end times; its events of absences that
+    start the pattern (``before``) and that end it (``after``)."""
 
     keys: Ints
     start_times: npt.NDArray[Any]
-    block: Blocking
+    end_times: npt.NDArray[Any]
+    before: Blocking
+    after: Blocking
 
 
 class _SubStreamEvents:

@@ -242,6 +242,7 @@ def nfa_to_json(nfa: Nfa) -> Json:
         "guards": [[a, b, mask] for (a, b), mask in sorted(nfa.guards.items())],
         "guard_atoms": list(nfa.guard_atoms),
         "end_atoms": list(nfa.end_atoms),  # the absences that end the pattern
+        "start_atoms": list(nfa.start_atoms),  # and those that start it
         # Comparisons on edges: [source, target, register, op, threshold, kind, text].
         "conditions": [
             [c.source, c.target, expr_to_json(c.register), c.op, expr_to_json(c.threshold), c.kind, c.text]
@@ -287,6 +288,7 @@ def nfa_from_json(x: Json) -> Nfa:
     first, last = frozenset(ints(x.get("first"), "first", 0, n)), frozenset(ints(x.get("last"), "last", 0, n))
     guard_atoms = ints(x.get("guard_atoms", []), "guard atoms", 0, n)
     end_atoms = ints(x.get("end_atoms", []), "end atoms", 0, n)
+    start_atoms = ints(x.get("start_atoms", []), "start atoms", 0, n)
     guards: dict[tuple[int, int], int] = {}
     for item in as_list(x.get("guards", []), "guards"):
         a, b, mask = (as_int(v, "guarded edge", 0) for v in as_list(item, "guarded edge", 3))
@@ -305,7 +307,17 @@ def nfa_from_json(x: Json) -> Nfa:
             )
         )
     nfa = Nfa(
-        tuple(atoms), first, last, edges, variables, gaps, guards, guard_atoms, end_atoms, tuple(conditions)
+        tuple(atoms),
+        first,
+        last,
+        edges,
+        variables,
+        gaps,
+        guards,
+        guard_atoms,
+        end_atoms,
+        start_atoms,
+        tuple(conditions),
     )
     try:
         check_registers(list(nfa.conditions), nfa)

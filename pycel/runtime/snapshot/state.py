@@ -38,7 +38,7 @@ import numpy as np
 
 from pycel.errors import DataError
 from pycel.plan.planner import Plan
-from pycel.runtime.horizon import Horizon
+from pycel.runtime.horizon import Horizon, Lookback
 from pycel.runtime.runners import Runner, load_runner
 from pycel.runtime.windows import window_reach
 
@@ -56,7 +56,19 @@ from .plan import (
     schema_from_json,
     schema_to_json,
 )
-from .tables import DTYPES, Reader, Writer, horizon_in, horizon_out, tail_in, tail_out, tuples_in, tuples_out
+from .tables import (
+    DTYPES,
+    Reader,
+    Writer,
+    horizon_in,
+    horizon_out,
+    lookback_in,
+    lookback_out,
+    tail_in,
+    tail_out,
+    tuples_in,
+    tuples_out,
+)
 
 MAGIC = b"\x89pycel\r\n"
 FORMAT = 2
@@ -65,7 +77,7 @@ _PREFIX = struct.Struct("<8sIQQ32s")  # magic, format, body length, inflated len
 #: (a new one must be added here).
 STREAM_FIELDS = frozenset(
     "schema offset last_time tail_pos tail_time key_tuples seconds global_map global_base post_tail "
-    "horizon closed".split()
+    "horizon lookback closed".split()
 )
 
 
@@ -160,6 +172,7 @@ def encode(plan: Plan, fields: dict[str, Any], runner: Runner) -> bytes:
         "global_base": s["global_base"],
         "post_tail": None if post_tail is None else tail_out(w, post_tail),
         "horizon": None if s["horizon"] is None else horizon_out(w, s["horizon"]),
+        "lookback": None if s["lookback"] is None else lookback_out(w, s["lookback"]),
         "closed": s["closed"],
     }
     return pack(state, w.arrays)
@@ -200,8 +213,12 @@ def _decode(x: dict[str, Any], r: Reader) -> tuple[Plan, dict[str, Any], Runner]
     horizon = x.get("horizon")
     if (horizon is None) != (not plan.nfa.end_atoms):
         raise bad("the pending matches of an absence that ends the pattern")
-    empty = Horizon.of(plan, window_reach(plan, plan.schema)) if plan.nfa.end_atoms else None
-    fields["horizon"] = None if empty is None else horizon_in(r, horizon, empty)
+    reach = window_reach(plan, plan.schema)
+    fields["horizon"] = horizon_in(r, horizon, Horizon.of(plan, reach)) if plan.nfa.end_atoms else None
+    lookback = x.get("lookback")
+    if (lookback is None) != (not plan.nfa.start_atoms):
+        raise bad("the recent events of an absence that starts the pattern")
+    fields["lookback"] = lookback_in(r, lookback, Lookback.of(plan, reach)) if plan.nfa.start_atoms else None
     fields["closed"] = as_bool(x.get("closed"), "closed")
     if fields["tail_pos"].shape != fields["tail_time"].shape:
         raise bad("time tail")

@@ -21,7 +21,7 @@ from pycel.data.matches import Matches
 from pycel.plan.automaton import Nfa, token, token_atom
 from pycel.plan.determinize import START, Dfa, LabelSets
 from pycel.plan.maximal import MaxDfa
-from pycel.runtime.horizon import Horizon
+from pycel.runtime.horizon import Blocking, Horizon, Lookback
 from pycel.runtime.keys import TupleIds
 from pycel.runtime.postfilter import Tail
 
@@ -315,3 +315,42 @@ def horizon_in(r: Reader, x: Json, empty: Horizon) -> Horizon:
         last_position=as_int(x.get("last_position"), "last position", -1),
         last_time=None if last is None else as_number(last, "last time"),
     )
+
+
+def lookback_out(w: Writer, look: Lookback) -> Json:
+    """The recent events of an absence that starts the pattern, as arrays."""
+    r = look.recent
+    return {
+        "positions": w.add(r.positions, np.int64),
+        "keys": w.add(r.keys, np.int64),
+        "times": w.add(r.times),
+        "last_position": r.last_position,
+        "last_time": r.last_time,
+    }
+
+
+def lookback_in(r: Reader, x: Json, empty: Lookback) -> Lookback:
+    """The recent events :func:`lookback_out` wrote, checked: positions increasing, one
+    key each, and a time each for a time window."""
+    x = as_dict(x, "lookback")
+    positions, keys = r.get(x.get("positions"), "recent positions"), r.get(x.get("keys"), "recent keys")
+    times = r.arrays[as_int(x.get("times"), "recent times", 0, len(r.arrays))]
+    n = len(positions)
+    timed = empty.unit != "events"
+    if (
+        keys.shape != (n,)
+        or times.ndim != 1
+        or times.dtype.str not in ("<i8", "<f8")
+        or len(times) != (n if timed else 0)
+        or np.any(np.diff(positions) <= 0)
+    ):
+        raise bad("the recent events of an absence that starts the pattern")
+    last_position, last_time = x.get("last_position"), x.get("last_time")
+    recent = Blocking(
+        positions,
+        keys,
+        times,
+        None if last_position is None else as_int(last_position, "last position"),
+        None if last_time is None else as_number(last_time, "last time"),
+    )
+    return attrs.evolve(empty, recent=recent)

@@ -1,6 +1,7 @@
-"""An absence that ends the pattern: ``seq(p, absent(C)).within(w)`` — the matches of ``p``
-with no such C later inside their window (FlinkCEP's ``notFollowedBy`` at the end, with
-``within``; "an order not shipped within 5 time units").
+"""An absence that ends or starts the pattern, with the window as its horizon:
+``seq(p, absent(C)).within(w)`` — the matches of ``p`` with no such C later inside their
+window (FlinkCEP's ``notFollowedBy`` at the end, with ``within``; "an order not shipped
+within 5 time units") — and ``seq(absent(C), p).within(w)``, none earlier inside it.
 
 Hand-written cases (an order workflow, per key and per partition, count and time windows,
 output that waits for the window, strategies), the refusals, CEQL text, and generated
@@ -147,6 +148,27 @@ def test_strategies_choose_among_the_matches_whose_window_passed(strategy: str) 
     assert set(pushed_in_pieces(pycel.compile(pattern), events, [2, 4])) == got.keys()
 
 
+def test_orders_shipped_without_a_recent_order_of_the_same_id() -> None:
+    # A shipment with no order of its id in the 5 time units before it: shipment 2 (order 1
+    # at 0, shipped at 2) is preceded; shipment 4 (order 2 at 1, shipped at 9) is not.
+    orphan = pycel.seq(pycel.absent(o.where(o.oid == d.oid)), d).within(5, on=Shipped.time)
+    assert spans(same_as_reference(orphan, ORDERS)) == [(4, 4)]
+    # By count: no order at all in the 3 events before it.
+    assert spans(same_as_reference(pycel.seq(pycel.absent(Ordered), d).within(events=3), ORDERS)) == []
+    both = pycel.seq(pycel.absent(Ordered), d, pycel.absent(Ordered)).within(events=1)
+    assert spans(same_as_reference(both, ORDERS)) == []
+    # Per order id, each shipment's own order is more than one event before it.
+    assert spans(same_as_reference(both.partition_by("oid"), ORDERS)) == [(2, 2), (4, 4)]
+
+
+def test_a_stream_remembers_the_absent_events_a_later_window_reaches() -> None:
+    # Pushed one at a time: the order at 0 is still inside the window of the shipment at 2.
+    pattern = pycel.seq(pycel.absent(Ordered), d).within(events=2)
+    events = [Ordered(oid=1, time=0), Shipped(oid=1, time=0), Shipped(oid=1, time=0), Shipped(oid=1, time=0)]
+    assert pushed_in_pieces(pycel.compile(pattern), events, [1, 2, 3]) == [(3, 3, (("d", (3,)),))]
+    assert spans(same_as_reference(pattern, events)) == [(3, 3)]
+
+
 def test_select_and_limit_act_on_the_matches_that_passed() -> None:
     pattern = pycel.seq(o, pycel.plus(Ordered), pycel.absent(Shipped)).within(events=3)
     events = [Ordered(oid=k, time=k) for k in range(6)]
@@ -176,7 +198,13 @@ def test_a_corrupted_waiting_match_is_refused() -> None:
     ("pattern", "error", "words"),
     [
         (pycel.seq(o, pycel.absent(Shipped)), pycel.PatternError, "needs a window as its horizon"),
-        (pycel.seq(pycel.absent(Shipped), o).within(events=3), pycel.UnsupportedError, "at the start"),
+        (pycel.seq(pycel.absent(Shipped), o) | d, pycel.UnsupportedError, "at the start of a sequence"),
+        (pycel.seq(pycel.absent(Shipped), o), pycel.PatternError, "starts the pattern"),
+        (
+            pycel.seq(pycel.absent(Shipped), o, contiguous=True).within(events=3),
+            pycel.PatternError,
+            "contiguous",
+        ),
         (pycel.seq(o, pycel.absent(Shipped)) | d, pycel.UnsupportedError, "at the end of a sequence"),
         (
             pycel.seq(o, pycel.absent(Shipped), contiguous=True).within(events=3),
@@ -202,15 +230,19 @@ def test_ceql_prints_parses_and_runs_an_absence_at_the_end() -> None:
     assert pycel.compile(again).run(ORDERS).keys() == pycel.compile(UNSHIPPED).run(ORDERS).keys()
 
 
-def test_explain_marks_the_absence_at_the_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_marks_the_absences_at_the_start_and_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     decl = tmp_path / "orders.ceql"
     decl.write_text(to_declaration([Ordered, Shipped]))
     query = tmp_path / "q.ceql"
     query.write_text(
-        "SELECT * WHERE Ordered AS o ; ABSENT(Shipped AS d FILTER d[oid = o.oid]) WITHIN 5 [time]"
+        "SELECT * WHERE ABSENT(Shipped AS e FILTER e[oid = o.oid]) ; Ordered AS o ;"
+        " ABSENT(Shipped AS d FILTER d[oid = o.oid]) WITHIN 5 [time]"
     )
     assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
     out = capsys.readouterr().out
+    assert "absence that starts the pattern" in out
     assert "absence that ends the pattern" in out
     assert "engine: supported" in out
 
@@ -221,10 +253,11 @@ GEN_TYPES = event_types(3)
 
 
 @st.composite
-def end_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
-    """``seq(p[, absent(M), q], absent(Z))`` within a count or time window, with small
-    generated parts (an event, maybe filtered, an OR, an iteration), maybe partitioned or
-    correlated by a key, and a strategy, SELECT or LIMIT."""
+def window_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
+    """``seq([absent(Y),] p[, absent(M), q][, absent(Z)])`` (an absence at the start, the
+    end or both) within a count or time window, with small generated parts (an event,
+    maybe filtered, an OR, an iteration), maybe partitioned or correlated by a key, and a
+    strategy, SELECT or LIMIT."""
     parts: list[Pattern] = []
     for var in ("p", "q")[: draw(st.integers(1, 2))]:
         atom = pycel.alias(draw(st.sampled_from(GEN_TYPES)), var)
@@ -236,23 +269,31 @@ def end_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
         elif kind == "plus":
             part = pycel.plus(part)
         parts.append(part)
-    z = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "z")
-    keyed = draw(st.integers(0, 2))  # 0: none, 1: PARTITION BY, 2: z correlated with p by x
-    conditions = [draw(unary_predicates("z", Base, depth=0))] if draw(st.booleans()) else []
-    if keyed == 2:  # a key every event shares: p alone, or p and q joined by x, before z
+    keyed = draw(st.integers(0, 2))  # 0: none, 1: PARTITION BY, 2: y, z correlated with p by x
+    if keyed == 2:  # a key every event shares: p alone, or p and q joined by x
         p = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "p")
         q = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "q")
         parts = [p] if draw(st.booleans()) else [p, q]
-        conditions.append(z.x == pycel.alias(Base, "p").x)
-    blocker = z.where(functools.reduce(operator.and_, conditions)) if conditions else z
+
+    def blocker(var: str) -> Pattern:
+        z = pycel.alias(draw(st.sampled_from(GEN_TYPES)), var)
+        conditions = [draw(unary_predicates(var, Base, depth=0))] if draw(st.booleans()) else []
+        if keyed == 2:
+            conditions.append(z.x == pycel.alias(Base, "p").x)
+        return pycel.absent(z.where(functools.reduce(operator.and_, conditions)) if conditions else z)
+
+    where = draw(st.sampled_from(["start", "end", "end", "both"]))
     first = parts[0]
-    chain: list[Pattern] = [first]
+    chain: list[Pattern] = [blocker("y")] if where != "end" else []
+    chain.append(first)
     if len(parts) > 1:
         middle = pycel.alias(draw(st.sampled_from(GEN_TYPES)), "m")
         if keyed != 2 and draw(st.booleans()):  # (under a join an absence needs the key too)
             chain.append(pycel.absent(middle))
         chain.append(parts[1])
-    pattern: Pattern = pycel.seq(*chain, pycel.absent(blocker))
+    if where != "start":
+        chain.append(blocker("z"))
+    pattern: Pattern = pycel.seq(*chain)
     if keyed == 2 and len(parts) > 1:
         pattern = pattern.where(pycel.alias(Base, "p").x == pycel.alias(Base, "q").x)
     if draw(st.booleans()):
@@ -275,13 +316,16 @@ def end_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
 
 
 @settings(max_examples=300)
-@given(end_cases(), st.data())
-def test_generated_absences_at_the_end_equal_the_reference(
+@given(window_cases(), st.data())
+def test_generated_absences_at_the_start_and_end_equal_the_reference(
     case: tuple[Pattern, list[Base]], data: st.DataObject
 ) -> None:
     pattern, stream = case
     got = same_as_reference(pattern, stream)
-    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=3), label="cuts")
+    if data.draw(st.booleans(), label="one event per push"):
+        cuts: list[int] = list(range(1, len(stream)))
+    else:
+        cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=3), label="cuts")
     pieces = pushed_in_pieces(pycel.compile(pattern), stream, cuts)
     assert len(pieces) == len(set(pieces)), "a match emitted twice"
     assert set(pieces) == got.keys()
