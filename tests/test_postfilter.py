@@ -82,6 +82,10 @@ CASES: list[Pattern] = [
     post(seq(a, plus(b)), a.x < b.x).within(events=6).strategy("last"),
     post(seq(a, plus(b), c), a.x < c.x).within(events=7).strategy("next"),
     post(seq(plus(a), b), a.x <= b.x).within(3, on=Ev.time).strategy("max").select("b"),
+    # without a window: among every output of the end that passes
+    post(seq(a, b), a.x < b.x).strategy("last"),
+    post(seq(a, plus(b)), a.x < b.x).strategy("next"),
+    post(seq(plus(a), b), a.x <= b.x).strategy("max"),
 ]
 
 
@@ -321,9 +325,6 @@ def test_consumption_refuses_a_push_whose_arithmetic_could_overflow() -> None:
         (post(seq(a, b), a.s.isin(["x"]) | (a.x < b.x)).consume("any"), "consume"),
         (post(seq(a, b), a.s < b.s).partition_by(Ev.x).consume("partition"), "consume"),
         (post(seq(a, b).where(b.x > a.x), a.s < b.s).consume("any"), "consume"),
-        (post(seq(a, b), a.x < b.x).strategy("last"), "with a window only"),
-        (post(seq(a, b), a.x < b.x).strategy("next"), "with a window only"),
-        (post(seq(a, b), a.x < b.x).strategy("max"), "with a window only"),
     ],
     ids=lambda v: repr(v)[:60],
 )
@@ -433,9 +434,8 @@ def post_filtered_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
     if draw(st.integers(0, 3)) == 0:
         pattern = pattern.partition_by(Base.x)
     if draw(st.integers(0, 2)) == 0:
-        # LAST/NEXT/MAX choose among the filtered outputs that fit a window (refused without)
-        choices = ["strict", "last", "next", "max"] if window != "none" else ["strict"]
-        pattern = pattern.strategy(draw(st.sampled_from(choices)))  # type: ignore[arg-type]
+        # LAST/NEXT/MAX choose among the filtered outputs (that fit the window, if any)
+        pattern = pattern.strategy(draw(st.sampled_from(["strict", "last", "next", "max"])))  # type: ignore[arg-type]
     if draw(st.integers(0, 3)) == 0:
         names = sorted(total)
         pattern = pattern.select(*draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))

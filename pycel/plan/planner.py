@@ -12,7 +12,8 @@ family         queries                                          runner (pycel/ru
 ``maximal``    MAX: the CEL paper's pair automaton               ``maximal.py``
 ``windowed``   LAST, NEXT, MAX with a window: the sequential     ``windowed.py``
                automaton's outputs that fit the window, then
-               the strategy's choice among them
+               the strategy's choice among them (also without
+               a window, with comparisons or post-filters)
 ``parallel``   an AND of single events whose equality joins      ``parallel.py``
                nest (no single run key): the PCEA paper's
                parallelized automaton
@@ -155,10 +156,10 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     if spec.strategy not in STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
     body, post = split_post_filters(spec.body)
-    family = choose_family(spec, body)
+    family = choose_family(spec, body, bool(post))
     if post:
         pruned = family in ("sequential", "windowed")
-        check_clauses(spec.strategy, spec.consume, windowed=spec.window is not None, pruned=pruned)
+        check_clauses(spec.strategy, spec.consume, windowed=family == "windowed", pruned=pruned)
     if has_absence(body):
         _check_absence(body, family)
     body, start_absences, end_absences = window_absences(body)
@@ -170,10 +171,9 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
         )
     if has_order_comparisons(body) and family not in ("sequential", "windowed"):
         raise UnsupportedError(
-            f"comparisons between occurrences with the {spec.strategy.upper()} strategy"
-            + (" and AND" if family == "parallel" else " without a window")
-            + " are not supported by the engine yet (ALL, ANY, LAST and NEXT are, and MAX "
-            "with a window); write them with where(..., post_filter=True)"
+            "comparisons between occurrences together with an AND whose joins nest (the "
+            "parallelized automaton) are not supported by the engine yet; write them with "
+            "where(..., post_filter=True)"
         )
     schema = Schema.for_types([*event_types(spec.body), *types])
     post_filters = PostFilters.of(post) if post else None
@@ -208,13 +208,15 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
 
 
-def choose_family(spec: QuerySpec, body: Pattern) -> Family:
-    """The automaton family that runs ``spec`` (``body``: its pattern without post-filters)."""
+def choose_family(spec: QuerySpec, body: Pattern, post_filters: bool = False) -> Family:
+    """The automaton family that runs ``spec`` (``body``: its pattern without post-filters,
+    ``post_filters``: whether it had some)."""
     if spec.strategy in ("last", "next", "max") and spec.window is not None:
         return "windowed"  # the strategy chooses among the outputs that fit the window
-    if spec.strategy in ("last", "next") and has_order_comparisons(body):
-        # The ranked runner keeps one best run per state, which a comparison may reject:
-        # the loop chooses among all the runs (as with a window reaching the first event).
+    if spec.strategy in ("last", "next", "max") and (post_filters or has_order_comparisons(body)):
+        # The ranked runner keeps one best run per state and the pair automaton one
+        # dominator, which a comparison or a post-filter may reject: the loop chooses among
+        # all the outputs of an end that pass (as with a window reaching the first event).
         return "windowed"
     if spec.strategy == "max":
         return "maximal"

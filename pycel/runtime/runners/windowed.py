@@ -71,7 +71,7 @@ class WindowedRunner:
                 per_end = np.unique(raw.ends, return_counts=True)
                 over = per_end[0][per_end[1] > MAX_WINDOWED_CHOICES]
                 if len(over):
-                    self.refused = _too_many(self.plan.strategy, int(over[0]))
+                    self.refused = _too_many(self.plan, int(over[0]))
                     raise UnsupportedError(self.refused)
             pieces.append(Matches(raw.starts, raw.ends, raw.offsets, raw.var_ids, raw.positions, variables))
         m = pieces[0] if len(pieces) == 1 else Matches.concat(pieces)
@@ -148,11 +148,15 @@ def _slice(batch: PreparedBatch, lo: int, hi: int) -> PreparedBatch:
     )
 
 
-def _too_many(strategy: str, end: int) -> str:
+def _too_many(plan: Plan, end: int) -> str:
+    strategy = plan.strategy
+    if plan.window_unit is not None:
+        what, narrow = "with a window compares every match that fits the window", "Narrow the window"
+    else:  # comparisons or post-filters: the strategy chooses among the matches that pass
+        what, narrow = "compares every match that passes the conditions", "Add a window"
     return (
-        f"strategy({strategy!r}) with a window compares every match that fits the window at "
-        f"an end position, and the end at position {end} has more than "
-        f"{MAX_WINDOWED_CHOICES:,}: the engine refuses to continue this stream (the matches "
-        "of earlier pushes stand). Narrow the window, add filters, or use LIMIT with the "
+        f"strategy({strategy!r}) {what} at an end position, and the end at position {end} has "
+        f"more than {MAX_WINDOWED_CHOICES:,}: the engine refuses to continue this stream (the "
+        f"matches of earlier pushes stand). {narrow}, add filters, or use LIMIT with the "
         "default strategy (docs/strategies.md)"
     )
