@@ -14,6 +14,12 @@ order id, ``--events`` events (default 1M). For each count window w of ``--windo
   partition, the comparison on the automaton (the ordered loop, whose treaps a
   cancellation moves) against the same comparison as ``post_filter=True``.
 
+With ``--edges`` (the default) it also runs absences at a pattern's ends, per window:
+``seq(o, absent(Deliver))`` (an order not delivered within the window: each match waits
+until its window has passed) and ``seq(absent(Order), d)`` (a delivery with no order of
+its id in the window before it), against the workaround: every order (delivery) from the
+engine, then in numpy the next delivery (previous order) of its id by one searchsorted.
+
 With ``--strategies`` (default ``last,next,max``) it also runs the absence query under
 those strategies, for each window and without one, and checks each choice against the
 same choice made in numpy from ALL's matches (per delivery: the latest order for LAST,
@@ -125,6 +131,42 @@ def drop_cancelled(matches: pycel.Matches, events: pd.DataFrame) -> set[tuple[in
     return set(zip(o[kept].tolist(), d[kept].tolist(), strict=True))
 
 
+def edge_query(window: int, at_end: bool) -> pycel.CompiledQuery:
+    o, d = pycel.alias(Order, "o"), pycel.alias(Deliver, "d")
+    pattern = pycel.seq(o, pycel.absent(Deliver)) if at_end else pycel.seq(pycel.absent(Order), d)
+    return pycel.compile(pattern.within(events=window).partition_by("oid"))
+
+
+def single_query(at_end: bool) -> pycel.CompiledQuery:
+    return pycel.compile(pycel.alias(Order, "o") if at_end else pycel.alias(Deliver, "d"))
+
+
+def nearest_of_key(events: pd.DataFrame, kind: str, at: np.ndarray, after: bool) -> np.ndarray:
+    """For each position of ``at``: the next (``after``) or previous event of type ``kind``
+    with the same order id, or a position far outside every window."""
+    n = len(events)
+    oid = events["oid"].to_numpy(np.int64)
+    mine = np.flatnonzero(events["event_type"].to_numpy() == kind)
+    keyed = np.sort(oid[mine] * (n + 1) + mine)
+    probe = oid[at] * (n + 1) + at
+    far = 2 * n + 1
+    if not len(keyed):
+        return np.full(len(at), far if after else -far)
+    k = np.searchsorted(keyed, probe, side="right") - (0 if after else 1)
+    inside = (k >= 0) & (k < len(keyed))
+    found = np.where(inside, keyed[np.clip(k, 0, len(keyed) - 1)], -1)
+    same = inside & (found // (n + 1) == oid[at])
+    return np.where(same, found % (n + 1), far if after else -far)
+
+
+def edge_workaround(single: pycel.Matches, events: pd.DataFrame, window: int, at_end: bool) -> set[int]:
+    """The positions the edge query should report, from every order (delivery)."""
+    at = single.starts
+    if at_end:
+        return set(at[nearest_of_key(events, "Deliver", at, True) - at > window].tolist())
+    return set(at[at - nearest_of_key(events, "Order", at, False) > window].tolist())
+
+
 def pairs(matches: pycel.Matches) -> set[tuple[int, int]]:
     frame = matches.to_pandas("wide")
     return set(zip(frame["o"].tolist(), frame["d"].tolist(), strict=True))
@@ -151,6 +193,7 @@ def main() -> None:
     parser.add_argument("--windows", default="1000,10000,100000", help="count windows, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--strategies", default="last,next,max", help="comma-separated; '' for none")
+    parser.add_argument("--no-edges", dest="edges", action="store_false", help="skip absences at the ends")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "absence.md"))
     args = parser.parse_args()
     events = workflow(args.events, args.keys, args.cancel)
@@ -200,6 +243,33 @@ def main() -> None:
         f"| {pm:,} | {pi / 1e6:.2f}M | {pp / 1e6:.2f}M |"
         for w, m, p, a, b, x, y, z, pm, pi, pp in rows
     ]
+    if args.edges:
+        lines += [
+            "",
+            "Absence at the ends: `seq(o, absent(Deliver))` (waits until the window passed) and "
+            "`seq(absent(Order), d)`, per order id, against every order (delivery) from the "
+            "engine and the next delivery (previous order) of its id found in numpy.",
+            "",
+            "| window | pattern | matches | ev/CPU-s | s | workaround ev/CPU-s | workaround s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for w in (int(x) for x in args.windows.split(",")) if args.edges else []:
+        for at_end in (True, False):
+            took, got = timed(lambda w=w, at_end=at_end: edge_query(w, at_end).run(events), args.repeat)
+            single_s, single = timed(lambda at_end=at_end: single_query(at_end).run(events), args.repeat)
+            assert isinstance(got, pycel.Matches) and isinstance(single, pycel.Matches)
+            work_s, want = timed(
+                lambda single=single, w=w, at_end=at_end: edge_workaround(single, events, w, at_end),  # type: ignore[misc]
+                args.repeat,
+            )
+            if set(got.starts.tolist()) != want or len(got) != len(want):  # type: ignore[arg-type]
+                raise SystemExit(f"window {w}: the absence at the {'end' if at_end else 'start'} disagrees")
+            name = "seq(o, absent(Deliver))" if at_end else "seq(absent(Order), d)"
+            lines.append(
+                f"| {w} | `{name}` | {len(got):,} | {args.events / took / 1e6:.2f}M | {took:.3f} "
+                f"| {args.events / (single_s + work_s) / 1e6:.2f}M | {single_s + work_s:.3f} |"
+            )
+            print(lines[-1], flush=True)
     strategies = [name for name in args.strategies.split(",") if name]
     if strategies:
         lines += [
