@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 import operator
+import random
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,6 +169,26 @@ def test_a_stream_remembers_the_absent_events_a_later_window_reaches() -> None:
     events = [Ordered(oid=1, time=0), Shipped(oid=1, time=0), Shipped(oid=1, time=0), Shipped(oid=1, time=0)]
     assert pushed_in_pieces(pycel.compile(pattern), events, [1, 2, 3]) == [(3, 3, (("d", (3,)),))]
     assert spans(same_as_reference(pattern, events)) == [(3, 3)]
+
+
+def test_what_a_stream_holds_for_its_window_absences_follows_the_window() -> None:
+    # 200,000 events of 1,000 order ids in pushes of 5,000: the waiting matches and the
+    # remembered orders stay within what one window of 500 events holds.
+    rng = random.Random(7)
+    pattern = pycel.seq(pycel.absent(Ordered), o, pycel.absent(Shipped)).within(events=500)
+    pattern = pattern.partition_by("oid")
+    stream = pycel.compile(pattern).stream()
+    sizes = []
+    for _ in range(40):
+        rows = [
+            {"event_type": rng.choice(["Ordered", "Shipped"]), "oid": rng.randrange(1000), "time": 0}
+            for _ in range(5000)
+        ]
+        stream.push(pd.DataFrame(rows))
+        stats = stream.stats()
+        sizes.append((stats["waiting_matches"], stats["recent_absent_events"]))
+    assert all(0 < waiting <= 501 and 0 < recent <= 500 for waiting, recent in sizes)
+    assert len(stream.close()) == sizes[-1][0]  # the waiting ones leave at close
 
 
 def test_select_and_limit_act_on_the_matches_that_passed() -> None:

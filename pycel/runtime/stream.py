@@ -414,13 +414,19 @@ class Stream:
 
     def stats(self) -> dict[str, int]:
         """Store sizes: nodes still inside the window, allocated capacity, H entries (and
-        the MAX strategy's pair arena).
+        the MAX strategy's pair arena; the matches waiting for their window and the
+        remembered absent events of an absence at the pattern's end or start).
 
         Example: ``stream.stats()["live_extend_nodes"]``
         """
         plan = self.plan
         lo = self.offset - 1 - int(plan.window_size) if plan.window_unit == "events" else 0
-        return self.runner.stats(lo)
+        found = self.runner.stats(lo)
+        if self.horizon is not None:
+            found["waiting_matches"] = len(self.horizon.pending)
+        if self.lookback is not None:
+            found["recent_absent_events"] = len(self.lookback.recent.positions)
+        return found
 
 
 def _post_filters_may_overflow(post: PostFilters | None) -> bool:
