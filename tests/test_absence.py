@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -69,14 +70,14 @@ def spans(matches: pycel.Matches) -> list[tuple[int, int]]:
     return [(m.start, m.end) for m in matches]
 
 
-def same_as_reference(pattern: Pattern, events: list[object]) -> pycel.Matches:
+def same_as_reference(pattern: Pattern, events: Sequence[object]) -> pycel.Matches:
     """The engine's matches, asserted equal to the reference's (and free of duplicates).
     Under LIMIT n, each end keeps min(n, its matches) of the reference's, maybe others."""
     unlimited, limit = without_limit(pattern)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = pycel.reference.evaluate(unlimited, events)
-        got = pycel.compile(pattern).run(events)
+        expected = pycel.reference.evaluate(unlimited, list(events))
+        got = pycel.compile(pattern).run(list(events))
     assert len(got.keys()) == len(got), "duplicate match"
     assert_limited(got.keys(), expected.keys(), limit)
     return got

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import operator
 import random
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,32 +22,14 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import (
-    Base,
-    assert_limited,
-    event_types,
-    kleene_count,
-    streams,
-    unary_predicates,
-    without_limit,
-)
+from strategies import Base, event_types, kleene_count, streams, unary_predicates
+from test_absence import Ordered, Shipped, same_as_reference, spans
 
 import pycel
 from pycel.ceql import parse_query, to_ceql, to_declaration
 from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
 from pycel.language.checks import bound_variables
-
-
-class Ordered(pycel.Event):
-    oid: pycel.Field[int]
-    time: pycel.Field[int]
-
-
-class Shipped(pycel.Event):
-    oid: pycel.Field[int]
-    time: pycel.Field[int]
-
 
 o, d = pycel.alias(Ordered, "o"), pycel.alias(Shipped, "d")
 #: Orders 1-4 at times 0, 1, 5, 20; order 1 ships at 2, order 2 at 9 (8 after its order).
@@ -61,23 +42,6 @@ ORDERS = [
     Ordered(oid=4, time=20),
 ]
 UNSHIPPED = pycel.seq(o, pycel.absent(d.where(d.oid == o.oid))).within(5, on=Ordered.time)
-
-
-def spans(matches: pycel.Matches) -> list[tuple[int, int]]:
-    return [(m.start, m.end) for m in matches]
-
-
-def same_as_reference(pattern: Pattern, events: Sequence[object]) -> pycel.Matches:
-    """The engine's matches (one run), asserted equal to the reference's and free of
-    duplicates; under LIMIT n each end keeps min(n, its matches) of the reference's."""
-    unlimited, limit = without_limit(pattern)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = pycel.reference.evaluate(unlimited, list(events))
-        got = pycel.compile(pattern).run(list(events))
-    assert len(got.keys()) == len(got), "duplicate match"
-    assert_limited(got.keys(), expected.keys(), limit)
-    return got
 
 
 def pushed_in_pieces(query: pycel.CompiledQuery, events: Sequence[object], cuts: Sequence[int]) -> list[Any]:
