@@ -100,8 +100,10 @@ def test_comparison_with_a_monotone_plus_after_it() -> None:
     assert _check(pycel.seq(a, rising, c).where(b.x > a.x).within(events=8), events) > 0
     falling = pycel.plus(b.where(b.x < pycel.prev(b).x))
     assert _check(pycel.seq(a, falling, c).where(b.x <= a.x).within(events=8), events) > 0
-    with pytest.raises(UnsupportedError):  # rising b's do not make b.x < a.x hold for all
-        pycel.compile(pycel.seq(a, rising, c).where(b.x < a.x))
+    # rising b's do not make b.x < a.x hold for all once the first holds: residual
+    below = pycel.seq(a, rising, c).where(b.x < a.x).within(events=8)
+    assert pycel.compile(below).post_filters is not None
+    assert _check(below, events) > 0
 
 
 def test_trend_conditions_the_engine_runs_and_refuses() -> None:
@@ -239,13 +241,47 @@ def test_plan_has_no_post_filter() -> None:
 
 
 @pytest.mark.parametrize(
+    "make, residual, indexed",
+    [
+        # not adjacent in every match, strings, a second register on one event type
+        (lambda a, b, c: pycel.seq(a, c, b).where(b.x > a.x), ["b.x > a.x"], 0),
+        (lambda a, b, c: pycel.seq(a, pycel.plus(b)).where(b.x > a.x), ["b.x > a.x"], 0),
+        (lambda a, b, c: pycel.seq(a, b).where(b.s > a.s), ["b.s > a.s"], 0),
+        (lambda a, b, c: pycel.seq(a, b).where((b.x > a.x) & (b.f > a.f)), ["b.f > a.f"], 1),
+        (
+            lambda a, b, c: pycel.seq(a, c, b).where((b.x > a.x) & (c.x < a.x)).strategy("last"),
+            ["b.x > a.x"],
+            1,
+        ),
+    ],
+)
+def test_what_the_automaton_cannot_index_is_checked_while_enumerating(
+    make: Any, residual: list[str], indexed: int
+) -> None:
+    """Those comparisons run as post-filters (residual, pruned during enumeration), the
+    others stay on the automaton's edges; the matches are the reference's."""
+    a, b, c = pycel.alias(Px0, "a"), pycel.alias(Px0, "b"), pycel.alias(Px1, "c")
+    query = pycel.compile(make(a, b, c))
+    assert query.post_filters is not None
+    assert [repr(p) for p in query.post_filters.conjuncts] == residual
+    assert len(query.nfa.conditions) == indexed
+    xs = [5, 3, 2, 4, 6, 1, 3, 2, 7, 0, 8]
+    events = [
+        cls(x=x, f=float(x) / 2, s="abc"[x % 3], time=k)
+        for k, (x, cls) in enumerate(zip(xs, [Px0, Px0, Px1] * 4, strict=False))
+    ]
+    assert _check(make(a, b, c), events) > 0
+
+
+@pytest.mark.parametrize(
     "make, words",
     [
-        (lambda a, b, c: pycel.seq(a, c, b).where(b.x > a.x), "follow each other directly"),
-        (lambda a, b, c: pycel.seq(a, pycel.plus(b)).where(b.x > a.x), "follow each other directly"),
-        (lambda a, b, c: pycel.seq(a, b).where(b.s > a.s), "numbers and times"),
-        (lambda a, b, c: pycel.seq(a, b).where((b.x > a.x) & (b.f > a.f)), "by one"),
         (lambda a, b, c: pycel.seq(a, b, contiguous=True).where(b.x > a.x), "contiguity"),
+        # as a post-filter a comparison inside plus would relate each repetition alone
+        (
+            lambda a, b, c: pycel.plus(pycel.seq(a, c, b).where(b.x > a.x)),
+            "as a post-filter it is refused too",
+        ),
     ],
 )
 def test_refusals_name_the_way_out(make: Any, words: str) -> None:
@@ -261,21 +297,24 @@ def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str
         "SELECT * WHERE Px0 AS a ; (Px0 AS b FILTER b[x > PREV(b)[x]])+ ; Px1 AS c "
         "FILTER b[x > a.x] AND c[x != b.x + 1] WITHIN 8 EVENTS"
     )
-    query = parse_query(text, TYPES)
     events = _ticks([1, 0, 2, 3, 1, 4]) + _ticks([5, 2], Px1) + _ticks([0, 1, 3], Px0) + _ticks([2], Px1)
-    with pytest.raises(UnsupportedError):  # c follows the last b only: c.x != b.x + 1 reads every b
-        pycel.compile(query)
+    # c follows the last b only: c.x != b.x + 1 reads every b, so it is residual
+    both = parse_query(text, TYPES)
+    assert [repr(p) for p in pycel.compile(both).post_filters.conjuncts] == ["c.x != (b.x + 1)"]  # type: ignore[union-attr]
+    assert _check(both, events) > 0
     query = parse_query(text.replace(" AND c[x != b.x + 1]", ""), TYPES)
     found = _check(query, events)
     assert found > 0 and _check(parse_query(to_ceql(query), TYPES), events) == found  # round trip
     decl = tmp_path / "ticks.ceql"
     decl.write_text(to_declaration(TYPES))
     file = tmp_path / "q.ceql"
-    file.write_text(to_ceql(query))
-    assert cli_main(["explain", str(file), "-d", str(decl)]) == 0
+    for shown in (query, both):
+        file.write_text(to_ceql(shown))
+        assert cli_main(["explain", str(file), "-d", str(decl)]) == 0
     out = capsys.readouterr().out
     assert "b.x > a.x: indexed, on edge 0→1" in out and "ordered by a.x" in out
     assert "1 if c0" in out and "engine: supported" in out
+    assert "post-filter c.x != (b.x + 1) (residual: checked while enumerating" in out
 
 
 # -- generated ----------------------------------------------------------------------------
@@ -344,7 +383,9 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
     if draw(st.integers(0, 3)) == 0:  # the first and last occurrences, checked while enumerating
         first, last = aliases[0], aliases[-1]
         post = _compare(draw(st.sampled_from(_OPS)), getattr(last, attr), getattr(first, draw(_mixed(attr))))
-        pattern = pattern.where(post, post_filter=True)
+        # written as a post-filter, or plainly: then the planner indexes it if it can and
+        # makes it residual (a post-filter) if it cannot
+        pattern = pattern.where(post, post_filter=draw(st.booleans()))
     window = draw(st.sampled_from([None, ("events", 4), ("events", 8), ("time", 6)]))
     if window is not None:
         unit, size = window

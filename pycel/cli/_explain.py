@@ -161,7 +161,11 @@ def _correlation(query: CompiledQuery) -> list[str]:
     ]
     if query.post_filters is not None:
         residual = query.post_filters.conjuncts
-        lines += [f"post-filter {c!r} (residual: checked on complete matches)" for c in residual]
+        lines += [
+            f"post-filter {c!r} (residual: checked while enumerating, as soon as its variables "
+            "are bound, or on complete matches)"
+            for c in residual
+        ]
     if query.hcq is not None:
         plan = query.hcq
         lines += [

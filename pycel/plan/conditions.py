@@ -41,6 +41,15 @@ _KINDS = {"int": "int", "bool": "int", "time": "int", "float": "float"}
 CONDITION_KINDS = ("int", "float", "int/float", "float/int")
 
 
+class Unindexable(UnsupportedError):
+    """A comparison between occurrences that the automaton cannot evaluate on an edge but a
+    post-filter can (``part``): the planner then checks it during enumeration instead."""
+
+    def __init__(self, message: str, part: Expr[bool]) -> None:
+        super().__init__(message)
+        self.part = part
+
+
 @attrs.frozen
 class EdgeCondition:
     """``register OP threshold`` on the edge ``source → target``: ``register`` reads the
@@ -89,8 +98,19 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
     # on the plus's first edge only (see _implied_by_trend).
     found = [_condition(p, inner, nfa, []) for p, inner in parts if reads_prev(p)]
     trends = list(found)
-    found += [_condition(p, inner, nfa, trends) for p, inner in parts if not reads_prev(p)]
-    check_registers(found, nfa)
+    others = [p for p, _ in parts if not reads_prev(p)]
+    for part, inner in parts:
+        if not reads_prev(part):
+            try:
+                found.append(_condition(part, inner, nfa, trends))
+            except UnsupportedError as err:
+                raise Unindexable(str(err), part) from None
+    conflict = _register_conflict(found, nfa)
+    if conflict is not None:
+        k, message = conflict
+        if k < len(trends):  # (the conflict picks a trend only when every other is one)
+            raise UnsupportedError(message)
+        raise Unindexable(message, others[k - len(trends)])
     return tuple(found)
 
 
@@ -235,19 +255,31 @@ def _adjacent(nfa: Nfa, alpha: int, beta: int) -> bool:
 def check_registers(found: list[EdgeCondition], nfa: Nfa) -> None:
     """A deterministic state holds the atoms that read one event, so its runs have one
     register only if the conditions leaving atoms of one event type share it."""
-    by_type: dict[str, list[EdgeCondition]] = {}
-    for cond in found:
-        by_type.setdefault(nfa.atoms[cond.source].event, []).append(cond)
-    for event, conds in by_type.items():
+    conflict = _register_conflict(found, nfa)
+    if conflict is not None:
+        raise UnsupportedError(conflict[1])
+
+
+def _register_conflict(found: list[EdgeCondition], nfa: Nfa) -> tuple[int, str] | None:
+    """(the index of a condition to leave out, why) when the conditions leaving atoms of
+    one event type order runs by different registers, or are too many; else None. The
+    first register of a type stays (a trend's, as trends come first)."""
+    by_type: dict[str, list[int]] = {}
+    for k, cond in enumerate(found):
+        by_type.setdefault(nfa.atoms[cond.source].event, []).append(k)
+    for event, ks in by_type.items():
+        conds = [found[k] for k in ks]
         keys = sorted({c.register_key for c in conds})
         if len(keys) > 1:
-            raise UnsupportedError(
+            other = next(k for k in ks if found[k].register_key != conds[0].register_key)
+            return other, (
                 f"the comparisons {[c.text for c in conds]} order runs after a {event} event by "
                 f"different values ({', '.join(keys)}); the engine orders them by one. Write "
                 f"all but one with where(..., post_filter=True)"
             )
         if len(conds) > MAX_CONDITIONS_PER_TYPE:
-            raise UnsupportedError(
+            return ks[-1], (
                 f"at most {MAX_CONDITIONS_PER_TYPE} comparisons between occurrences may leave "
                 f"{event} events; write the others with where(..., post_filter=True)"
             )
+    return None

@@ -32,6 +32,8 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -40,17 +42,17 @@ from typing import Literal, TypeVar, cast
 import attrs
 
 from pycel.data.ingest import Schema
-from pycel.dsl import Absent, Pattern, Seq
+from pycel.dsl import Absent, And, As, Filter, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
 from pycel.language.absence import has_absence, window_absences, without_absences
 from pycel.language.checks import check, event_types
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
-from pycel.language.expr import Attr, Compare, conjuncts
+from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key
 from pycel.limits import MAX_VARIABLES
 
 from .automaton import AtomState, Nfa, build_nfa
-from .conditions import edge_conditions, has_order_comparisons
+from .conditions import Unindexable, edge_conditions, has_order_comparisons
 from .conjunction import expand_conjunctions, interleavings_fit
 from .hcq import HcqPlan, plan_hcq
 from .joins import JoinKey, joins_form_run_keys, plan_joins
@@ -150,8 +152,53 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
     """Check ``spec`` and plan it (``types``: event types the data may carry besides the
     pattern's). Raises PatternError/UnsupportedError for a query that cannot run.
 
+    A comparison between occurrences that the automaton cannot evaluate on its edges (its
+    occurrences do not follow each other directly, strings, a second register) is checked
+    during enumeration instead, as a post-filter (*residual*; ``pycel explain`` lists it),
+    unless that is refused too: then the comparison's own reason is raised.
+
     Example: ``plan_query(split_query(seq(A, B).within(events=5))).window_unit == "events"``
     """
+    try:
+        return _plan_query(spec, types, text)
+    except Unindexable as err:
+        residual = _as_post_filter(spec.body, err.part)
+        if residual is None:
+            raise
+        try:
+            return plan_query(attrs.evolve(spec, body=residual), types, text)
+        except Unindexable:
+            raise
+        except UnsupportedError as again:
+            raise UnsupportedError(f"{err} (as a post-filter it is refused too: {again})") from None
+
+
+def _as_post_filter(node: Pattern, part: Expr[bool]) -> Pattern | None:
+    """``node`` with the conjunct ``part`` of its (non-post) filters moved into a
+    post-filter at the same place; None if no filter holds it."""
+    if isinstance(node, Filter) and not node.post_filter:
+        parts = conjuncts(node.predicate)
+        if any(expr_key(p) == expr_key(part) for p in parts):
+            rest = [p for p in parts if expr_key(p) != expr_key(part)]
+            inner = _as_post_filter(node.inner, part) or node.inner
+            kept = Filter(inner, functools.reduce(operator.and_, rest)) if rest else inner
+            return Filter(kept, part, post_filter=True)
+    changed = False
+    children = []
+    for child in node.children():
+        new = _as_post_filter(child, part)
+        changed |= new is not None
+        children.append(new if new is not None else child)
+    if not changed:
+        return None
+    if isinstance(node, Seq | Or | And):
+        return attrs.evolve(node, left=children[0], right=children[1])
+    assert isinstance(node, Plus | As | Filter)  # the nodes with one child
+    return attrs.evolve(node, inner=children[0])
+
+
+def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Plan:
+    """:func:`plan_query` without moving unindexable comparisons to post-filters."""
     check(spec)
     if spec.strategy not in STRATEGIES:
         raise UnsupportedError(f"selection strategy {spec.strategy!r} is not supported by the engine yet")
