@@ -127,8 +127,9 @@ class _Program:
 
 def _not_interpreted(conjuncts: list[Expr[bool]]) -> str:
     return (
-        f"consume() with where(..., post_filter=True) needs every conjunct checked while the "
-        f"engine enumerates, and {', '.join(map(repr, conjuncts))} cannot be (IN, LIKE, a "
+        f"consume() with a post-filter (where(..., post_filter=True), or a comparison the "
+        f"automaton cannot index) needs every conjunct checked while the engine enumerates, "
+        f"and {', '.join(map(repr, conjuncts))} cannot be (IN, LIKE, a "
         "string ordering, a time constant and % on floats are checked on complete "
         "matches only): drop consume(), or write the condition without them"
     )
