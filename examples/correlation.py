@@ -1,4 +1,4 @@
-"""Correlation in-process: equality joins as run keys, a post-filter, and AND.
+"""Correlation in-process: equality joins as run keys, a post-filter, AND, and absence.
 
 Run: ``python examples/correlation.py [--events N]``
 
@@ -82,6 +82,11 @@ def main() -> None:
     # An order and a cancel of the same symbol, in either order, within 30 seconds.
     both = (o & c).where(o.sym == c.sym).within(seconds=30, on=Placed.time)
     run("order and cancel (AND)", both, events)
+    # An order with no fill of its symbol in the next 10 seconds: an absence at the end,
+    # each match reported once its 10 seconds have passed (run() closes at the data's end).
+    g = pycel.alias(Filled, "g")
+    unfilled = pycel.seq(o, pycel.absent(g.where(g.ticker == o.sym))).within(seconds=10, on=Placed.time)
+    run("order without a fill (absence)", unfilled, events)
     print("(the first run in a fresh environment includes Numba's one-time compilation)")
 
 
