@@ -365,3 +365,20 @@ def test_snapshots_are_deterministic_and_restore_the_query_plan() -> None:
     for mine, theirs in zip(restored.nfa.atoms, query.nfa.atoms, strict=True):
         assert expr_key(mine.filters) == expr_key(theirs.filters)
         assert attrs.evolve(mine, filters=()) == attrs.evolve(theirs, filters=())
+
+
+def test_a_snapshot_written_before_window_absences_still_restores() -> None:
+    """Snapshots of format 2 from before absences at a pattern's ends have no ``closed``,
+    ``horizon`` or ``lookback`` entries; they restore as an open stream without them."""
+    t0, t1 = TYPES[0], TYPES[1]
+    query = pycel.compile(pycel.seq(pycel.alias(t0, "a"), pycel.alias(t1, "b")).within(events=5))
+    stream = query.stream()
+    stream.push([t0(x=1, s="a", time=0), t1(x=2, s="a", time=0)])
+
+    def drop_new_entries(state: dict[str, Any], arrays: list[Any]) -> None:
+        for key in ("closed", "horizon", "lookback"):
+            del state[key]
+
+    again = pycel.Stream.restore(_edit(stream.snapshot(), drop_new_entries))
+    assert not again.closed and again.horizon is None and again.lookback is None
+    assert [m.positions() for m in again.push([t1(x=3, s="a", time=1)])] == [(0, 2)]

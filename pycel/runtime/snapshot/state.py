@@ -219,7 +219,7 @@ def _decode(x: dict[str, Any], r: Reader) -> tuple[Plan, dict[str, Any], Runner]
     if (lookback is None) != (not plan.nfa.start_atoms):
         raise bad("the recent events of an absence that starts the pattern")
     fields["lookback"] = lookback_in(r, lookback, Lookback.of(plan, reach)) if plan.nfa.start_atoms else None
-    fields["closed"] = as_bool(x.get("closed"), "closed")
+    fields["closed"] = as_bool(x.get("closed", False), "closed")  # (absent before window absences)
     if fields["tail_pos"].shape != fields["tail_time"].shape:
         raise bad("time tail")
     return plan, fields, runner
