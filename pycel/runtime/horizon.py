@@ -1,4 +1,6 @@
-"""The horizon of an absence that ends the pattern: ``seq(p, absent(C)).within(w)``.
+"""Absences at a pattern's ends, with its window as their horizon.
+
+:class:`Horizon`, an absence that ends the pattern: ``seq(p, absent(C)).within(w)``.
 
 A match M of ``p`` is found at its last event, but it is a match of the pattern only if
 no C of M's key (partition, correlation) comes later inside M's window: at a position with
@@ -16,9 +18,14 @@ inside the window (not output-linear in the pattern's own). Per push, the batch'
 events are sorted by key (O(b log b)) and each pending match finds the first one of its
 key after it by binary search.
 
+:class:`Lookback`, an absence that starts it: ``seq(absent(C), p).within(w)``, decided
+when a match is found, from the absent events a later window can still reach (sorted by
+key per push that finds a match: O(r log r) for r of them, so push batches, not single
+events, on a large window).
+
 Example::
 
-    horizon = Horizon.of(plan)
+    horizon = Horizon.of(plan, reach)
     emitted = horizon.advance(candidates, keys, start_times, block)   # by end
     rest = horizon.close()
 """
@@ -37,6 +44,8 @@ from pycel.plan.planner import Plan
 
 Ints = npt.NDArray[np.int64]
 _I64_MAX = 2**63 - 1
+#: A lookback forgets once it holds this many more events than twice what it kept.
+FORGET_SLACK = 256
 
 
 @attrs.frozen
@@ -79,6 +88,12 @@ class Blocking:
 
     def then(self, later: Blocking) -> Blocking:
         """These events followed by ``later``'s (with ``later``'s last position and time)."""
+        if not len(later.positions):  # (most pushes: no copy of the events held)
+            return attrs.evolve(
+                self,
+                last_position=later.last_position if later.last_position is not None else self.last_position,
+                last_time=later.last_time if later.last_time is not None else self.last_time,
+            )
         times = np.concatenate([self.times.astype(later.times.dtype), later.times])
         return Blocking(
             np.concatenate([self.positions, later.positions]),
@@ -146,8 +161,10 @@ class Horizon:
         m = self.pending
         if not len(m):
             return m
-        killed = self._blocked(block)
+        killed = self._blocked(block) if len(block.positions) else np.zeros(len(m), dtype=np.bool_)
         passed = ~killed & self._passed()
+        if not killed.any() and not passed.any():  # nothing leaves (most small pushes)
+            return Matches.empty(m.variables)
         waiting_ends = np.unique(m.ends[~killed & ~passed])
         out = passed & ~np.isin(m.ends, waiting_ends)
         self._keep(~killed & ~out)
@@ -196,6 +213,7 @@ class Lookback:
     unit: str
     reach: float
     recent: Blocking
+    kept: int = 0  # events left by the last forgetting pass
 
     @classmethod
     def of(cls, plan: Plan, reach: float) -> Lookback:
@@ -209,21 +227,21 @@ class Lookback:
         positions, each with its run key and its end's time) has none of its key before
         its start inside its window. Forgets the events no later window reaches."""
         self.recent = self.recent.then(block)
+        admitted = np.ones(len(found), dtype=np.bool_)
         near, last = self.recent.nearest(keys, found.starts, after=False)
-        if not near.any():
-            self._forget()
-            return np.ones(len(found), dtype=np.bool_)
-        times = self.recent.times[last] if len(self.recent.times) else self.recent.times
-        before = self.recent.positions[last]
-        inside = within_reach(self.unit, self.reach, before, times, found.ends, end_times)
-        admitted: npt.NDArray[np.bool_] = ~(near & inside)
+        if near.any():
+            times = self.recent.times[last] if len(self.recent.times) else self.recent.times
+            before = self.recent.positions[last]
+            admitted = ~(near & within_reach(self.unit, self.reach, before, times, found.ends, end_times))
         self._forget()
         return admitted
 
     def _forget(self) -> None:
-        """Keep the events a window ending at a later event may still reach."""
+        """Keep the events a window ending at a later event may still reach: once they
+        doubled since the last pass (an older event never changes an answer, as only the
+        nearest one before a match is read; so a pass per push is not needed)."""
         r = self.recent
-        if not len(r.positions):
+        if len(r.positions) <= 2 * self.kept + FORGET_SLACK:
             return
         if self.unit == "events":
             assert r.last_position is not None
@@ -231,6 +249,7 @@ class Lookback:
         elif r.last_time is not None:
             last = np.full(len(r.positions), r.last_time, dtype=r.times.dtype)
             self.recent = r.take(within_reach(self.unit, self.reach, r.positions, r.times, r.positions, last))
+        self.kept = len(self.recent.positions)
 
 
 __all__ = ["Blocking", "Horizon", "Lookback", "within_reach"]
