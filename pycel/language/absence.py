@@ -86,8 +86,8 @@ def window_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...], tuple[A
 
 
 def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) -> None:
-    """Raise unless every absence stands between two parts of a sequence or at the end of
-    the whole pattern (:func:`split_end_absences`), not next to a contiguous ``:``."""
+    """Raise unless every absence stands between two parts of a sequence or at the start
+    or end of the whole pattern (:func:`window_absences`), not next to a contiguous ``:``."""
     if at_root:
         if isinstance(node, Seq):
             chain = seq_chain(node)

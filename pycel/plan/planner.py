@@ -126,8 +126,8 @@ class Plan:
     @property
     def outputs_filtered(self) -> bool:
         """Whether the runner's outputs are filtered before they are final (post-filters, an
-        absence that ends the pattern): the runner then returns every output that fits
-        the window, whole, and the stream chooses, projects and limits after filtering."""
+        absence that starts or ends the pattern): the runner then returns every output
+        that fits the window, whole, and the stream chooses, projects and limits after."""
         return self.post_filters is not None or bool(self.nfa.end_atoms or self.nfa.start_atoms)
 
     def shared_tables(self) -> SharedTables:
