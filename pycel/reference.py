@@ -343,14 +343,8 @@ def _occurs(absence: Absent, left: Valuation, right: Valuation, stream: _Stream)
     """Whether an event of the absence's type satisfying its filter (with the bindings of
     ``left | right`` for the variables it correlates with) lies strictly between ``left``'s
     last position and ``right``'s first."""
-    name = _type_name(absence.event)
     before, after = max(_positions(left)), min(_positions(right))
-    v = left | right
-    for p in stream.positions:
-        if before < p < after and name in stream.types[p]:
-            if absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream):
-                return True
-    return False
+    return any(before < p < after and _absent_at(absence, left | right, p, stream) for p in stream.positions)
 
 
 def _occurs_outside(
@@ -366,18 +360,23 @@ def _occurs_outside(
     satisfying its filter with ``v``'s bindings, lies after ``v``'s last position (before
     its first) and inside ``v``'s window: position − start ≤ n events, or time − time(start)
     ≤ d (end − position, time(end) − time, before)."""
-    name = _type_name(absence.event)
     c = _positions(v)
     start, end = min(c), max(c)
-    for p in stream.positions:
-        if (p <= end if after else p >= start) or name not in stream.types[p]:
-            continue
-        span = frozenset({(absence.var, start if after else end), (absence.var, p)})
-        if not _in_window(spec, span, times, scale):
-            continue
-        if absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream):
-            return True
-    return False
+    edge = start if after else end  # the match's event the window is measured from
+    return any(
+        (p > end if after else p < start)
+        and _in_window(spec, frozenset({(absence.var, edge), (absence.var, p)}), times, scale)
+        and _absent_at(absence, v, p, stream)
+        for p in stream.positions
+    )
+
+
+def _absent_at(absence: Absent, v: Valuation, p: int, stream: _Stream) -> bool:
+    """Whether the event at ``p`` is of the absence's type and satisfies its filter (with
+    ``v``'s bindings for the variables it correlates with)."""
+    if _type_name(absence.event) not in stream.types[p]:
+        return False
+    return absence.predicate is None or _holds(absence.predicate, v | {(absence.var, p)}, stream)
 
 
 def _type_name(cls: type) -> str:

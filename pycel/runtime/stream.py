@@ -130,7 +130,7 @@ class Stream:
         """:meth:`push` of a checked batch."""
         plan = self.plan
         gpos = self._check_positions(positions, len(batch))
-        starts, tail = self._window_starts(batch, gpos)
+        starts, tail, times = self._window_starts(batch, gpos)
         keys, key_valid = run_keys(plan, batch, self.key_tuples)
         whole = plan.outputs_filtered
         post_tail, residual = self._post_tail_and_pruning(batch, gpos)
@@ -151,7 +151,7 @@ class Stream:
         if residual is not None:
             self._pruning().record(residual)
         edges = plan.nfa.end_atoms or plan.nfa.start_atoms
-        waiting = self._window_absence_inputs(prepared, raw, gpos) if edges else None
+        waiting = self._window_absence_inputs(prepared, raw, gpos, times) if edges else None
         self.schema = batch.schema  # accepted
         self.offset += len(batch)
         return self._finish(batch, gpos, starts, tail, raw, began, post_tail, waiting)
@@ -224,19 +224,18 @@ class Stream:
         return matches
 
     def _window_absence_inputs(
-        self, prepared: PreparedBatch, raw: RawMatches, gpos: Ints | None
+        self, prepared: PreparedBatch, raw: RawMatches, gpos: Ints | None, times: npt.NDArray[Any]
     ) -> _WindowAbsenceInputs:
         """What the absences that start or end the pattern need of a batch, read before
-        the stream moves on: each new output's run key and its start's and end's times,
-        and the batch's events of each kind of absence."""
+        the stream moves on: each new output's run key and its start's and end's times
+        (``times``: the batch's window times; empty for a count window), and the batch's
+        events of each kind of absence."""
         plan, batch = self.plan, prepared.batch
         n = len(batch)
         at = gpos if gpos is not None else np.arange(self.offset, self.offset + n, dtype=np.int64)
-        times = np.zeros(0, dtype=np.int64)
         start_times: npt.NDArray[Any] = np.zeros(len(raw.starts), dtype=np.int64)
         end_times: npt.NDArray[Any] = start_times
         if plan.window_unit != "events":
-            times = window_times(plan, batch, self.last_time)
             # A start lies inside its end's window: in the time tail or in this batch.
             all_t = np.concatenate([self.tail_time.astype(times.dtype, copy=False), times])
             all_p = np.concatenate([self.tail_pos, np.arange(self.offset, self.offset + n, dtype=np.int64)])
@@ -359,24 +358,28 @@ class Stream:
         self.global_map, self.global_base = full[keep_from - base :], keep_from
         return starts, ends, pos, _SubStreamEvents(batch, gpos)
 
-    def _window_starts(self, batch: EventBatch, gpos: Ints | None) -> tuple[Ints, Any]:
-        """The first position inside each event's window, and the new time tail."""
+    def _window_starts(self, batch: EventBatch, gpos: Ints | None) -> tuple[Ints, Any, npt.NDArray[Any]]:
+        """The first position inside each event's window, the new time tail, and the
+        events' window times (empty without a time window). Raises DataError when time
+        goes backwards."""
         plan = self.plan
         n = len(batch)
         positions = np.arange(self.offset, self.offset + n, dtype=np.int64)
+        no_times = np.zeros(0, dtype=np.int64)
         if plan.window_unit is None:
-            return np.zeros(n, dtype=np.int64), None
+            return np.zeros(n, dtype=np.int64), None, no_times
         if plan.window_unit == "events":
             if gpos is None:
-                return count_window_starts(positions, plan.window_size), None
+                return count_window_starts(positions, plan.window_size), None, no_times
             # Count windows are global: the first local position whose global position is
             # inside the window (everything before global_base is outside every new window).
             known, base = self._known_positions(gpos, batch)
             first = np.searchsorted(known, count_window_starts(gpos, plan.window_size), side="left")
-            return first.astype(np.int64) + np.int64(base), None
-        return time_window_starts(
-            plan, batch, self.schema, positions, self.tail_pos, self.tail_time, self.last_time
-        )
+            return first.astype(np.int64) + np.int64(base), None, no_times
+        times = window_times(plan, batch, self.last_time)
+        tail_pos, tail_time = self.tail_pos, self.tail_time
+        starts, tail = time_window_starts(plan, batch, self.schema, positions, tail_pos, tail_time, times)
+        return starts, tail, times
 
     def _forget_keys(self, window_start: int) -> None:
         """Forget the key tuples that left every window (memory follows the window). Not

@@ -54,15 +54,13 @@ def time_window_starts(
     positions: Ints,
     tail_pos: Ints,
     tail_time: npt.NDArray[Any],
-    last_time: int | float | None,
+    times: npt.NDArray[Any],
 ) -> tuple[Ints, tuple[Ints, npt.NDArray[Any], int | float] | None]:
     """For a time window: each event's window start, and the new tail (positions, times
     and the last time) that the next batch's windows may reach; None for an empty batch.
-
-    Raises DataError when time goes backwards (``last_time``: the stream's last time).
+    ``times``: the batch's window times (:func:`window_times`).
     """
     n = len(batch)
-    times = window_times(plan, batch, last_time)
     size = window_reach(plan, schema)
     if times.dtype.kind in "iu":
         # Integer times stay integers: time(end) - time(start) <= size holds exactly when
