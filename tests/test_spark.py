@@ -622,6 +622,13 @@ RANGE_PATTERNS = {
     .where(b.price > s.price)
     .within(events=20)
     .strategy("next"),
+    # the halo after a range holds the absent events after a match that ends with one
+    "absence at the end": pycel.seq(s.where(s.volume > 900), pycel.absent(x.where(x.volume > 800))).within(
+        events=40
+    ),
+    "absence at the end, time window": pycel.seq(
+        s.where(s.volume > 900), pycel.absent(x.where(x.volume > 700))
+    ).within(4, on=Stock.time),
 }
 
 
@@ -642,7 +649,8 @@ def test_unpartitioned_windows_run_in_ranges(name: str, ticks: pd.DataFrame, tic
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    "name", ["partitioned, count window", "partitioned, time window, iteration", "post-filter"]
+    "name",
+    ["partitioned, count window", "partitioned, time window, iteration", "post-filter", "absence at the end"],
 )
 def test_hot_keys_run_in_ranges(name: str, ticks: pd.DataFrame, ticks_df: Any) -> None:
     """With 8 ranges, keys holding more than an eighth of the ticks are hot: their events
@@ -663,17 +671,19 @@ def test_hot_keys_run_in_ranges(name: str, ticks: pd.DataFrame, ticks_df: Any) -
 def test_spark_ranges_equal_the_numpy_twin(spark: SparkSession, ticks: pd.DataFrame) -> None:
     """The Spark expression puts every event in the ranges RangePlan.members lists (the
     twin tests/test_spark_ranges.py checks on generated patterns)."""
-    from pycel.spark._ranges import RANGE, RangePlan, time_thresholds, with_range_groups
+    from pycel.spark._ranges import RANGE, RangePlan, with_range_groups, with_time_halos
 
     events = spark.createDataFrame(ticks[["id", "time"]])
     positions, times = ticks["id"].to_numpy(), ticks["time"].to_numpy()
     homes = positions // 70
     lows = [int(times[homes == r].min()) for r in range(29)]
     highs = [int(times[homes == r].max()) for r in range(29)]
-    thresholds, reach = time_thresholds(lows, highs, 9)
     plans = [
         RangePlan(0, 70, 29, halo_events=150, reach=3),
-        RangePlan(0, 70, 29, thresholds=thresholds, reach=reach),
+        with_time_halos(RangePlan(0, 70, 29), lows, highs, 9, ahead=False),
+        # and the halos after each range (an absence at the end)
+        RangePlan(0, 70, 29, halo_events=150, reach=3, ahead_events=150, ahead_reach=3),
+        with_time_halos(RangePlan(0, 70, 29), lows, highs, 9, ahead=True),
     ]
     for plan in plans:
         cut = with_range_groups(events, plan, "id", F.col("time"))

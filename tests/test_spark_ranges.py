@@ -11,12 +11,14 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import Base, Features, cases, event_types
+from test_absence_window import window_cases
 
 import pycel
 from examples.stock_data import Buy, Sell, Stock, stock_events
@@ -32,6 +34,7 @@ from pycel.spark._ranges import (  # noqa: E402
     RANGE,
     PositionBuckets,
     RangePlan,
+    ahead_thresholds,
     auto_range_count,
     partition_slots,
     plan_ranges,
@@ -39,6 +42,7 @@ from pycel.spark._ranges import (  # noqa: E402
     spark_long_hash,
     time_thresholds,
     window_span,
+    with_time_halos,
 )
 from pycel.spark._runner import RunnerSpec, run_group  # noqa: E402
 
@@ -103,12 +107,15 @@ def keys_of(rows: pd.DataFrame) -> set[MatchKey]:
 
 
 def run_groups(spec: RunnerSpec, frame: pd.DataFrame, by: list[str]) -> set[MatchKey]:
-    """Every group's matches, as ``groupBy(by).applyInPandas`` would find them."""
+    """Every group's matches, as ``groupBy(by).applyInPandas`` would find them (each
+    match by one group only)."""
     got: set[MatchKey] = set()
     if not by:
         return keys_of(run_group(spec, frame))
     for _, group in frame.groupby(by, dropna=True):
-        got |= keys_of(run_group(spec, group.reset_index(drop=True)))
+        found = keys_of(run_group(spec, group.reset_index(drop=True)))
+        assert not found & got, "a match found by two groups"
+        got |= found
     return got
 
 
@@ -117,15 +124,17 @@ def plan_for(query: pycel.CompiledQuery, frame: pd.DataFrame, length: int) -> Ra
     positions = frame["pos"].to_numpy()
     first, span = int(positions.min()), int(positions.max() - positions.min() + 1)
     count = -(-span // length)
+    ahead = bool(query.nfa.end_atoms)  # an absence at the end: halos after the ranges too
     if query.window_unit == "events":
-        reach = max(1, min(count - 1, -(-int(query.window_size) // length)))
-        return RangePlan(first, length, count, halo_events=int(query.window_size), reach=reach)
+        n = int(query.window_size)
+        reach = max(1, min(count - 1, -(-n // length)))
+        plan = RangePlan(first, length, count, halo_events=n, reach=reach)
+        return attrs.evolve(plan, ahead_events=n, ahead_reach=reach) if ahead else plan
     homes = (positions - first) // length
     times = frame["time"]
     lows = [int(times[homes == r].min()) if (homes == r).any() else None for r in range(count)]
     highs = [int(times[homes == r].max()) if (homes == r).any() else None for r in range(count)]
-    thresholds, reach = time_thresholds(lows, highs, window_span(query, "integer"))
-    return RangePlan(first, length, count, thresholds=thresholds, reach=reach)
+    return with_time_halos(RangePlan(first, length, count), lows, highs, window_span(query, "integer"), ahead)
 
 
 def in_ranges(
@@ -213,6 +222,65 @@ def test_empty_ranges_and_a_halo_reaching_several_ranges() -> None:
     assert len(in_ranges(query, frame, plan)) > 0
 
 
+@settings(max_examples=150)
+@given(window_cases(), st.data())
+def test_absences_at_the_ends_in_ranges_equal_one_group_and_the_reference(
+    case: tuple[Pattern, list[Base]], data: st.DataObject
+) -> None:
+    """An absence at the start reads the halo before a range; one at the end the halo
+    after it (its matches wait for the events after them, up to their window's end):
+    ranges of every length give one group's matches and the reference's."""
+    pattern, stream = case
+    query = compiled(pattern)
+    assume(query.limit < 0)  # LIMIT is not cut (above)
+    assert range_refusal(query) is None
+    frame = frame_of(stream, np.arange(len(stream), dtype=np.int64))
+    length = data.draw(st.integers(1, len(stream)), label="range length")
+    plan = plan_for(query, frame, length)
+    assert (plan.ahead_reach > 0) == bool(query.nfa.end_atoms)
+    got = in_ranges(query, frame, plan, frozenset(data.draw(st.sets(st.sampled_from([0, 1, 2, 3])))))
+    assert got == run_groups(spec_for(query, None), frame, list(query.partition))
+    assert got == pycel.reference.evaluate(pattern, stream).keys()
+
+
+def test_the_halo_ahead_reaches_as_far_as_the_window() -> None:
+    """Orders not shipped within 3 time units, cut into ranges of 2 events: an order's
+    shipment 3 units later is read by the order's range (two ranges ahead); one 5 units
+    later is not (the span is rounded up by one unit, never down)."""
+    t0, t1, _ = TYPES
+    o, d = pycel.alias(t0, "o"), pycel.alias(t1, "d")
+    pattern = pycel.seq(o, pycel.absent(d.where(d.x == o.x))).within(3, on=Base.time)
+    stream = [t0(x=1, time=0), t0(x=2, time=1), t1(x=9, time=2), t1(x=2, time=3), t1(x=1, time=3),
+              t0(x=3, time=5), t1(x=3, time=10)]  # fmt: skip
+    query = pycel.compile(pattern)
+    frame = frame_of(stream, np.arange(len(stream), dtype=np.int64))
+    plan = plan_for(query, frame, 2)
+    assert plan.ahead_reach >= 2
+    rows, ranges = plan.members(frame["pos"].to_numpy(), frame["time"].to_numpy())
+    assert (4, 0) in set(zip(rows.tolist(), ranges.tolist(), strict=True))  # x=1 shipped at 3
+    assert (6, 2) not in set(zip(rows.tolist(), ranges.tolist(), strict=True))  # 10 > 5 + 3 (+1)
+    got = in_ranges(query, frame, plan)
+    assert got == pycel.reference.evaluate(pattern, stream).keys() == {(5, 5, (("o", (5,)),))}
+
+
+@pytest.mark.parametrize("gap", [2, 3])
+@pytest.mark.parametrize("length", [1, 2, 3])
+def test_the_halo_ahead_holds_the_last_event_of_a_count_window(gap: int, length: int) -> None:
+    """``within(events=2)``: a blocking event 2 positions after a match's start is inside
+    its window (no match), 3 after is not (a match), also when the match is the last
+    event of its range and the blocking one two ranges ahead."""
+    t0, t1, t2 = TYPES
+    o, d = pycel.alias(t0, "o"), pycel.alias(t1, "d")
+    pattern = pycel.seq(o, pycel.absent(d)).within(events=2)
+    stream = [t2(x=0, time=0)] * (length - 1) + [t0(x=0, time=0)] + [t2(x=0, time=0)] * (gap - 1)
+    stream += [t1(x=0, time=0)]
+    query = pycel.compile(pattern)
+    frame = frame_of(stream, np.arange(len(stream), dtype=np.int64))
+    want = pycel.reference.evaluate(pattern, stream).keys()
+    assert len(want) == (gap > 2)
+    assert in_ranges(query, frame, plan_for(query, frame, length)) == want
+
+
 class _PlanningRan(Exception):
     """A planning step used the DataFrame."""
 
@@ -263,13 +331,14 @@ def test_a_cut_from_position_buckets_equals_the_cut_from_the_events(
     )
     assert buckets.summary() == (positions.min(), positions.max(), len(positions), 0)
     length = max(1, -(-int(positions.max() - positions.min() + 1) // count))
-    plan = buckets.plan(length, span)
+    plan = buckets.plan(length, span, ahead=True)
     assert plan.first % size == 0 and plan.length % size == 0 and plan.length >= length
     assert plan.first <= positions.min() and plan.first + plan.count * plan.length > positions.max()
     homes = plan.homes(positions)
     lows = [int(times[homes == r].min()) if (homes == r).any() else None for r in range(plan.count)]
     highs = [int(times[homes == r].max()) if (homes == r).any() else None for r in range(plan.count)]
     assert (plan.thresholds, plan.reach) == time_thresholds(lows, highs, span)
+    assert (plan.ahead_thresholds, plan.ahead_reach) == ahead_thresholds(lows, highs, span)
 
 
 def test_partition_slots_put_each_range_in_its_own_hash_partition() -> None:

@@ -14,8 +14,13 @@ keeps (the engine's enumeration order can depend on older events), so those run 
 before (:func:`range_refusal` says why).
 
 Every event goes to its own range (its *home*) and, as a halo copy, to the later ranges
-whose span reaches back to it. Under ``partition_by`` the same cut applies per key
-(positions and count windows are global): a hot key's events are spread over the ranges.
+whose span reaches back to it. An absence at the pattern's end also reads the events
+after a match, up to its window's end: then the task also reads a halo *ahead*, the
+window's span after ``hi`` (the n positions after it, or the events whose time is at most
+the range's last time plus ``d``), and closes its stream; each event is also copied to
+the earlier ranges whose span reaches forward to it. Under ``partition_by`` the same cut
+applies per key (positions and count windows are global): a hot key's events are spread
+over the ranges.
 """
 
 from __future__ import annotations
@@ -71,8 +76,6 @@ def range_refusal(query: CompiledQuery) -> str | None:
         return f"the {strategy.upper()} strategy is not known to be local to the window"
     if query.consume != 0:
         return "CONSUME BY discards runs when a match is found, also runs older than the window"
-    if query.nfa.end_atoms:
-        return "an absence at the end of the pattern decides a match by the events after it"
     if query.limit >= 0:
         return (
             "LIMIT keeps n of an end position's matches in the engine's enumeration order, "
@@ -90,6 +93,11 @@ class RangePlan:
     reads. ``thresholds``: for a time window, per range, the smallest time key an
     earlier event needs to be in its halo (None: the range holds no event); ``reach``:
     how many ranges back a halo can reach (no halo copy goes further).
+
+    The halo *ahead* (a pattern ending in an absence; ``ahead_reach`` 0: none), the same
+    after the range: ``ahead_events`` positions after its end, or per range the largest
+    time key a later event may have (``ahead_thresholds``), reaching ``ahead_reach``
+    ranges forward.
     """
 
     first: int
@@ -98,6 +106,9 @@ class RangePlan:
     halo_events: int | None = None
     thresholds: tuple[int | float | None, ...] | None = None
     reach: int = 1
+    ahead_events: int | None = None
+    ahead_thresholds: tuple[int | float | None, ...] | None = None
+    ahead_reach: int = 0
 
     def homes(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Each position's own range."""
@@ -107,7 +118,7 @@ class RangePlan:
         self, positions: npt.NDArray[np.int64], times: npt.NDArray[Any] | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(row, range) pairs: every event in its own range and in the halos it belongs
-        to. The numpy twin of :meth:`spark_ranges`, for tests and small inputs."""
+        to. The numpy twin of :meth:`spark_halos`, for tests and small inputs."""
         homes = self.homes(positions)
         rows, ranges = [np.arange(len(positions))], [homes]
         for step in range(1, self.reach + 1):
@@ -117,12 +128,19 @@ class RangePlan:
                 keep &= self.first + later * self.length - self.halo_events <= positions
             else:
                 assert self.thresholds is not None and times is not None
-                known = np.array([t is not None for t in self.thresholds] + [False])
-                limits = np.array([0 if t is None else t for t in self.thresholds] + [0])
-                at = np.minimum(later, self.count)
-                keep &= known[at] & (times >= limits[at])  # a null (NaN) time is in no halo
+                keep &= _beyond(self.thresholds, later, times, np.greater_equal)
             rows.append(np.flatnonzero(keep))
             ranges.append(later[keep])
+        for step in range(1, self.ahead_reach + 1):
+            earlier = homes - step
+            keep = earlier >= 0
+            if self.ahead_events is not None:
+                keep &= positions < self.first + (earlier + 1) * self.length + self.ahead_events
+            else:
+                assert self.ahead_thresholds is not None and times is not None
+                keep &= _beyond(self.ahead_thresholds, earlier, times, np.less_equal)
+            rows.append(np.flatnonzero(keep))
+            ranges.append(earlier[keep])
         return np.concatenate(rows), np.concatenate(ranges)
 
     def spark_halos(self, home: Column, position: str, time: Column | None) -> list[Column]:
@@ -144,7 +162,34 @@ class RangePlan:
                 at = (F.least(later, F.lit(last)) + F.lit(1)).cast("int")
                 reaches = F.element_at(limits, at) <= time  # null for an empty range: no halo
             halos.append(F.when((later <= F.lit(last)) & reaches, later))
+        for step in range(1, self.ahead_reach + 1):
+            earlier = home - F.lit(step)
+            if self.ahead_events is not None:
+                end = F.lit(self.first) + (earlier + F.lit(1)) * F.lit(self.length)
+                reaches = F.col(position) < end + F.lit(self.ahead_events)
+            else:
+                assert self.ahead_thresholds is not None and time is not None
+                limits = F.array(*(F.lit(t) for t in self.ahead_thresholds))
+                at = (F.greatest(earlier, F.lit(0)) + F.lit(1)).cast("int")
+                reaches = F.element_at(limits, at) >= time
+            halos.append(F.when((earlier >= F.lit(0)) & reaches, earlier))
         return halos
+
+
+def _beyond(
+    thresholds: tuple[int | float | None, ...],
+    ranges: npt.NDArray[np.int64],
+    times: npt.NDArray[Any],
+    holds: Any,
+) -> npt.NDArray[np.bool_]:
+    """Whether each time is in the halo of its range in ``ranges`` (``holds(time,
+    threshold)``); false past the last range, for a range without a threshold and for a
+    null (NaN) time."""
+    known = np.array([t is not None for t in thresholds] + [False])
+    limits = np.array([0 if t is None else t for t in thresholds] + [0])
+    at = np.where((ranges >= 0) & (ranges < len(thresholds)), ranges, len(thresholds))
+    inside: npt.NDArray[np.bool_] = known[at] & holds(times, limits[at])
+    return inside
 
 
 def home_range(position_column: str, first: int, length: int) -> Column:
@@ -244,13 +289,17 @@ def plan_ranges(
     hot = hot_keys(events, keys, count, total) if keys else None
     length = -(-span // count)
     count = -(-span // length)
+    ahead = bool(query.nfa.end_atoms)  # an absence at the end reads after its match
     if window_events is not None:
-        reach = min(count - 1, -(-window_events // length))
-        return RangePlan(first, length, count, halo_events=window_events, reach=max(reach, 1)), hot
+        reach = max(min(count - 1, -(-window_events // length)), 1)
+        plan = RangePlan(first, length, count, halo_events=window_events, reach=reach)
+        if ahead:
+            plan = attrs.evolve(plan, ahead_events=window_events, ahead_reach=reach)
+        return plan, hot
     assert key is not None
     if buckets is not None and length >= BUCKETS_PER_RANGE << BUCKET_BITS:
-        return buckets.plan(length, key[1]), hot
-    return _time_plan(events, position_column, key, RangePlan(first, length, count)), hot
+        return buckets.plan(length, key[1], ahead), hot
+    return _time_plan(events, position_column, key, RangePlan(first, length, count), ahead), hot
 
 
 @attrs.frozen
@@ -274,11 +323,12 @@ class PositionBuckets:
             return None
         return int(self.first.min()), int(self.last.max()), int(self.events.sum()) + self.unplaced, 0
 
-    def plan(self, length: int, span: int | float) -> RangePlan:
+    def plan(self, length: int, span: int | float, ahead: bool = False) -> RangePlan:
         """The cut into ranges of at least ``length`` positions, whole buckets each (the
         first range starts at the first bucket's start, the length is rounded up to whole
         buckets), with each range's halo threshold from its buckets' times: the same as
-        :func:`_time_plan` finds for that cut, without reading the events again.
+        :func:`_time_plan` finds for that cut, without reading the events again (with
+        ``ahead``, the halos ahead too).
 
         Example::
 
@@ -298,8 +348,7 @@ class PositionBuckets:
                 lows[r] = lo
             if hi is not None and (highs[r] is None or hi > highs[r]):
                 highs[r] = hi
-        thresholds, reach = time_thresholds(lows, highs, span)
-        return RangePlan(start, length, count, thresholds=thresholds, reach=reach)
+        return with_time_halos(RangePlan(start, length, count), lows, highs, span, ahead)
 
 
 def position_buckets(events: DataFrame, position_column: str, time: Column) -> PositionBuckets | None:
@@ -367,10 +416,11 @@ def hot_keys(events: DataFrame, keys: Sequence[str], count: int, total: int) -> 
 
 
 def _time_plan(
-    events: DataFrame, position_column: str, key: tuple[Column, int | float], cut: RangePlan
+    events: DataFrame, position_column: str, key: tuple[Column, int | float], cut: RangePlan, ahead: bool
 ) -> RangePlan:
     """``cut`` with each range's halo threshold: the smallest time key among its
-    events minus the window's span, and how far back the halos reach.
+    events minus the window's span, and how far back the halos reach (with ``ahead``,
+    the halos ahead too: :func:`with_time_halos`).
 
     Under ``partition_by`` these are over all keys' events: a key's own smallest time
     in a range is no smaller, so the halo is a superset of the one it needs (exact)."""
@@ -387,8 +437,25 @@ def _time_plan(
     for r in rows:
         if r["r"] is not None:  # null positions: their group's check fails the job
             lows[r["r"]], highs[r["r"]] = r["lo"], r["hi"]
+    return with_time_halos(cut, lows, highs, span, ahead)
+
+
+def with_time_halos(
+    cut: RangePlan,
+    lows: Sequence[int | float | None],
+    highs: Sequence[int | float | None],
+    span: int | float,
+    ahead: bool,
+) -> RangePlan:
+    """``cut`` with the time window's halos from each range's smallest and largest time
+    key: before each range (:func:`time_thresholds`) and, with ``ahead``, after it
+    (:func:`ahead_thresholds`)."""
     thresholds, reach = time_thresholds(lows, highs, span)
-    return attrs.evolve(cut, thresholds=thresholds, reach=reach)
+    cut = attrs.evolve(cut, thresholds=thresholds, reach=reach)
+    if not ahead:
+        return cut
+    thresholds, reach = ahead_thresholds(lows, highs, span)
+    return attrs.evolve(cut, ahead_thresholds=thresholds, ahead_reach=reach)
 
 
 def time_thresholds(
@@ -413,8 +480,33 @@ def time_thresholds(
     return thresholds, reach
 
 
+def ahead_thresholds(
+    lows: Sequence[int | float | None], highs: Sequence[int | float | None], span: int | float
+) -> tuple[tuple[int | float | None, ...], int]:
+    """:func:`time_thresholds` for the halos ahead: per range, the largest time key a
+    later event may have to be in its halo (the range's largest time plus the window's
+    span), and how many ranges forward any halo reaches.
+
+    Example::
+
+        ahead_thresholds([0, 10, None], [9, 19, None], 5)  # ((14, 24, None), 1)
+    """
+    thresholds = tuple(None if hi is None else hi + span for hi in highs)
+    reach = 1
+    for i, limit in enumerate(thresholds):
+        if limit is None:
+            continue
+        latest = next((j for j in range(len(lows) - 1, i, -1) if _at_most(lows[j], limit)), i)
+        reach = max(reach, latest - i)
+    return thresholds, reach
+
+
 def _at_least(value: int | float | None, limit: int | float) -> bool:
     return value is not None and value >= limit
+
+
+def _at_most(value: int | float | None, limit: int | float) -> bool:
+    return value is not None and value <= limit
 
 
 def with_range_groups(

@@ -431,10 +431,10 @@ def ending_at_home(spec: RunnerSpec, matches: Matches, events: pd.DataFrame) -> 
     if group_range < 0:
         return matches
     first, length = spec.range_cut
-    # Halo copies come from earlier ranges only and later ranges send nothing back: the
-    # own events are exactly those at or after the range's first position.
+    # The own events are those in the range's positions; the halo copies come from the
+    # ranges before it (and, for an absence at the end, after it).
     lo = first + group_range * length
-    return take(matches, matches.ends >= lo)
+    return take(matches, (matches.ends >= lo) & (matches.ends < lo + length))
 
 
 # -- streaming state ------------------------------------------------------------------------
