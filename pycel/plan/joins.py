@@ -52,6 +52,7 @@ class _Occurrence:
     labels: frozenset[str]
     negated: bool
     sides: set[Side] = attrs.field(factory=set)
+    absent: bool = False
 
     def show(self) -> str:
         own = sorted(self.labels)
@@ -83,7 +84,7 @@ class _Planner:
         if isinstance(node, Absent):
             # The absent event must carry the run key too: its correlations join it to
             # the classes (an uncorrelated absence in a joined pattern is refused below).
-            self.occurrences.append(_Occurrence(node.event, frozenset([node.var]), False))
+            self.occurrences.append(_Occurrence(node.event, frozenset([node.var]), False, absent=True))
             k = len(self.occurrences) - 1
             own = Filter(Atom(node.event, node.var), node.predicate) if node.predicate is not None else None
             for join in join_conjuncts(own) if own is not None else []:
@@ -219,6 +220,16 @@ def _key_for(planner: _Planner, root: Side) -> JoinKey | str:
                 "guarantee)"
             )
         attrs_ = {s[1] for s in occ.sides if planner.root(s) == root}
+        if not attrs_ and occ.absent:
+            var = next(iter(occ.labels))
+            joined, attribute = members[0]
+            return (
+                f"correlation {shown} does not constrain the absent {occ.show()}: the engine "
+                "runs an equality join as a key that every event of a match shares, so an "
+                "absence there must be of the match's key too, e.g. "
+                f"absent({var}.where({var}.{attribute} == {joined}.{attribute})); an absence of any key "
+                "in a pattern joined by keys is not supported"
+            )
         if not attrs_:
             return (
                 f"correlation {shown} does not constrain {occ.show()}: the engine runs an "
