@@ -15,6 +15,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -839,6 +840,30 @@ def test_streaming_warns_about_many_shuffle_partitions(spark: SparkSession, tmp_
             pycel.spark.detect(stream, pattern, position_column="id")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+@pytest.mark.spark
+def test_streaming_warns_when_waiting_matches_never_expire(spark: SparkSession, tmp_path: Path) -> None:
+    """A pattern ending with an absence emits a key's match when a later event of the key
+    passes its window or when its state expires: without an expiry (no watermark, or a
+    count window without state_timeout) detect() says that a quiet key keeps its matches."""
+    write_parquet_parts(stock_events(40, names=2), str(tmp_path / "in"), 1)
+    stream = spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema).parquet(
+        str(tmp_path / "in")
+    )
+    ending = pycel.seq(s, pycel.absent(x.where(x.volume > 900)))
+    counted, timed = ending.within(events=5), ending.within(5, on=Stock.time)
+    for pattern, options in [(timed, {}), (counted, {"watermark": "10 seconds", "time": "time"})]:
+        with pytest.warns(pycel.spark.WaitingMatchesWarning, match="keeps its last matches waiting"):
+            pycel.spark.detect(stream, pattern, position_column="id", **options)
+    for pattern, options in [
+        (timed, {"watermark": "10 seconds"}),
+        (counted, {"watermark": "10 seconds", "time": "time", "state_timeout": 60}),
+        ((s >> b).within(events=5), {}),
+    ]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pycel.spark.WaitingMatchesWarning)
+            pycel.spark.detect(stream, pattern, position_column="id", **options)
 
 
 @pytest.mark.spark

@@ -33,7 +33,7 @@ from ._batch import Matcher, SingleGroupWarning, detect_batch, matcher, with_pos
 from ._errors import raise_pycel_errors
 from ._plan import PatternArg, TypesArg
 from ._runner import EVENTS, IDS, MATCH_END, MATCH_START, POSITIONS
-from ._streaming import ShufflePartitionsWarning
+from ._streaming import ShufflePartitionsWarning, WaitingMatchesWarning
 
 __all__ = [
     "EVENTS",
@@ -43,6 +43,7 @@ __all__ = [
     "POSITIONS",
     "Matcher",
     "ShufflePartitionsWarning",
+    "WaitingMatchesWarning",
     "SingleGroupWarning",
     "detect",
     "matcher",

@@ -54,6 +54,25 @@ class ShufflePartitionsWarning(UserWarning):
     are cores: every micro-batch then runs that many small stateful tasks."""
 
 
+class WaitingMatchesWarning(UserWarning):
+    """A pattern that ends with an absence emits a key's match once a later event of
+    the key passes the match's window, or when the key's state expires; the streaming
+    query has no expiry, so a key that stops sending events keeps its last matches."""
+
+
+def check_expiry(query: CompiledQuery, expiry: int | None) -> None:
+    """Warn when a pattern ends with an absence and its streaming state never expires."""
+    if query.nfa.end_atoms and expiry is None:
+        warnings.warn(
+            "pycel: the pattern ends with an absence, so a key's match is emitted once a "
+            "later event of the key passes its window, or when the key's state expires; "
+            "this query has no expiry (it needs watermark=, and state_timeout= for a count "
+            "window), so a key that stops sending events keeps its last matches waiting",
+            WaitingMatchesWarning,
+            stacklevel=4,
+        )
+
+
 def check_shuffle_partitions(df: DataFrame) -> None:
     """Warn when ``spark.sql.shuffle.partitions`` is far above the cluster's cores.
 
@@ -205,6 +224,7 @@ def detect_stream(
         expiry = None
     events, keys, _ = with_groups(events, query, event_type_column)
     check_shuffle_partitions(df)
+    check_expiry(query, expiry)
     grouped = events.groupBy(*keys)
     api = _choose_api(df, stateful_api)
     if api == "transformWithState":
