@@ -138,6 +138,19 @@ def test_a_stream_remembers_the_absent_events_a_later_window_reaches() -> None:
     assert spans(same_as_reference(pattern, events)) == [(3, 3)]
 
 
+def test_a_restored_stream_finds_each_keys_remembered_events() -> None:
+    # The remembered orders of ids 1-3, interleaved, go through a snapshot (written in
+    # stream order) and are found by key again: the shipments of ids 3, 2 and 1 right after
+    # them do not match; those of id 4 (its order 11 events back), 9 (never ordered) and
+    # 2 again (8 events after its order) do.
+    pattern = pycel.seq(pycel.absent(o.where(o.oid == d.oid)), d).within(events=6)
+    events = [Ordered(oid=k, time=0) for k in (4, 1, 2, 3, 1, 2, 3, 1)]
+    events += [Shipped(oid=k, time=0) for k in (3, 2, 1, 4, 9, 2)]
+    got = pushed_in_pieces(pycel.compile(pattern), events, [8])
+    assert got == [(p, p, (("d", (p,)),)) for p in (11, 12, 13)]
+    assert set(got) == same_as_reference(pattern, events).keys()
+
+
 def test_what_a_stream_holds_for_its_window_absences_follows_the_window() -> None:
     # 200,000 events of 1,000 order ids in pushes of 1,000 to 9,000: the waiting matches
     # stay within what one window of 500 events holds, the remembered orders within twice

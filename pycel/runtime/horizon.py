@@ -19,9 +19,10 @@ events are sorted by key (O(b log b)) and each pending match finds the first one
 key after it by binary search.
 
 :class:`Lookback`, an absence that starts it: ``seq(absent(C), p).within(w)``, decided
-when a match is found, from the absent events a later window can still reach (sorted by
-key per push that finds a match: O(r log r) for r of them, so push batches, not single
-events, on a large window).
+when a match is found, from the absent events a later window can still reach, kept
+ordered by (key, position): a push inserts its b absent events (O(b log b) and one copy of
+the r kept, O(r)) and each new match finds the last one of its key before it by binary
+search (O(log r)).
 
 Example::
 
@@ -44,6 +45,7 @@ from pycel.plan.planner import Plan
 
 Ints = npt.NDArray[np.int64]
 _I64_MAX = 2**63 - 1
+_SIGN = np.uint64(1 << 63)
 #: A lookback forgets once it holds this many more events than twice what it kept.
 FORGET_SLACK = 256
 
@@ -60,9 +62,9 @@ class Blocking:
     last_position: int | None = None
     last_time: int | float | None = None
 
-    def nearest(self, keys: Ints, positions: Ints, *, after: bool) -> tuple[npt.NDArray[np.bool_], Ints]:
-        """For each (key, position): whether a blocking event of that key lies after it
-        (``after``; else before it), and the index of the nearest such one."""
+    def first_after(self, keys: Ints, positions: Ints) -> tuple[npt.NDArray[np.bool_], Ints]:
+        """For each (key, position): whether a blocking event of that key lies after it,
+        and the index of the first such one."""
         b = len(self.positions)
         if not b:
             return np.zeros(len(keys), dtype=np.bool_), np.zeros(len(keys), dtype=np.int64)
@@ -73,35 +75,18 @@ class Blocking:
         code = code[order]
         mine = np.minimum(np.searchsorted(uniq, keys), len(uniq) - 1)
         found = uniq[mine] == keys
-        # How many blocking events come before the position (at it too, looking after).
-        passed = np.searchsorted(self.positions, positions, side="right" if after else "left")
-        at = np.searchsorted(code, mine * np.int64(b + 1) + passed) - (0 if after else 1)
-        found &= (at >= 0) & (at < b)
-        at = np.clip(at, 0, b - 1)
+        # How many blocking events come at or before the position.
+        passed = np.searchsorted(self.positions, positions, side="right")
+        at = np.searchsorted(code, mine * np.int64(b + 1) + passed)
+        found &= at < b
+        at = np.minimum(at, b - 1)
         found &= code[at] // np.int64(b + 1) == mine
         return found, order[at]
 
-    def take(self, keep: npt.NDArray[np.bool_]) -> Blocking:
-        """The blocking events where ``keep`` is True."""
+    def take(self, keep: npt.NDArray[Any]) -> Blocking:
+        """The blocking events where ``keep`` is True (or at the indices it lists)."""
         times = self.times[keep] if len(self.times) else self.times
         return attrs.evolve(self, positions=self.positions[keep], keys=self.keys[keep], times=times)
-
-    def then(self, later: Blocking) -> Blocking:
-        """These events followed by ``later``'s (with ``later``'s last position and time)."""
-        if not len(later.positions):  # (most pushes: no copy of the events held)
-            return attrs.evolve(
-                self,
-                last_position=later.last_position if later.last_position is not None else self.last_position,
-                last_time=later.last_time if later.last_time is not None else self.last_time,
-            )
-        times = np.concatenate([self.times.astype(later.times.dtype), later.times])
-        return Blocking(
-            np.concatenate([self.positions, later.positions]),
-            np.concatenate([self.keys, later.keys]),
-            times,
-            later.last_position if later.last_position is not None else self.last_position,
-            later.last_time if later.last_time is not None else self.last_time,
-        )
 
 
 def within_reach(
@@ -194,7 +179,7 @@ class Horizon:
         """Whether the first blocking event of each pending match's key after its end lies
         inside its window (a later one lies later: it cannot be inside if that one is not)."""
         m = self.pending
-        found, first = block.nearest(self.keys, m.ends, after=True)
+        found, first = block.first_after(self.keys, m.ends)
         if not found.any():
             return found
         time = block.times[first] if len(block.times) else block.times
@@ -203,22 +188,48 @@ class Horizon:
         return blocked
 
 
+def key_order(keys: Ints, positions: Ints) -> npt.NDArray[np.void]:
+    """Each (key, position) as 16 bytes whose byte order (numpy compares such values as
+    ``memcmp`` does) is their order, key first: big-endian, the sign bit flipped. One
+    sortable value per pair, which ``np.searchsorted`` finds."""
+    both = np.empty((len(keys), 2), dtype=">u8")
+    both[:, 0] = keys.astype(np.int64).view(np.uint64) ^ _SIGN
+    both[:, 1] = positions.astype(np.int64).view(np.uint64) ^ _SIGN
+    return both.view(np.dtype((np.void, 16))).ravel()
+
+
 @attrs.define
 class Lookback:
     """The recent events of an absence that starts the pattern (``seq(absent(C), p)``),
     as far back as a window reaches: a match of ``p`` holds if no C of its key lies
     before its first event inside its window (end − position ≤ n, or time(end) − time ≤
-    d). Decided when the match is found: nothing waits."""
+    d). Decided when the match is found: nothing waits.
+
+    ``recent`` holds the events ordered by (key, position), ``codes`` their
+    :func:`key_order` values (sorted), so that a push inserts its events rather than
+    sorting all of them again."""
 
     unit: str
     reach: float
     recent: Blocking
+    codes: npt.NDArray[np.void]
     kept: int = 0  # events left by the last forgetting pass
 
     @classmethod
     def of(cls, plan: Plan, reach: float) -> Lookback:
         z = np.zeros(0, dtype=np.int64)
-        return cls("events" if plan.window_unit == "events" else "time", reach, Blocking(z, z, z))
+        unit = "events" if plan.window_unit == "events" else "time"
+        return cls(unit, reach, Blocking(z, z, z), key_order(z, z))
+
+    def with_recent(self, recent: Blocking) -> Lookback:
+        """This lookback holding ``recent`` (events in stream order, as a snapshot keeps
+        them)."""
+        ordered = recent.take(np.lexsort((recent.positions, recent.keys)))
+        return attrs.evolve(self, recent=ordered, codes=key_order(ordered.keys, ordered.positions), kept=0)
+
+    def in_stream_order(self) -> Blocking:
+        """The recent events ordered by position (what a snapshot writes)."""
+        return self.recent.take(np.argsort(self.recent.positions))
 
     def admits(
         self, found: Matches, keys: Ints, end_times: npt.NDArray[Any], block: Blocking
@@ -226,15 +237,38 @@ class Lookback:
         """Take the batch's ``block``ing events; whether each new output ``found`` (global
         positions, each with its run key and its end's time) has none of its key before
         its start inside its window. Forgets the events no later window reaches."""
-        self.recent = self.recent.then(block)
+        self._remember(block)
         admitted = np.ones(len(found), dtype=np.bool_)
-        near, last = self.recent.nearest(keys, found.starts, after=False)
-        if near.any():
-            times = self.recent.times[last] if len(self.recent.times) else self.recent.times
-            before = self.recent.positions[last]
-            admitted = ~(near & within_reach(self.unit, self.reach, before, times, found.ends, end_times))
+        r = self.recent
+        if len(found) and len(r.positions):
+            # The last remembered event before each start, if it is of the match's key.
+            last = np.searchsorted(self.codes, key_order(keys, found.starts)) - 1
+            near = last >= 0
+            last = np.maximum(last, 0)
+            near &= r.keys[last] == keys
+            if near.any():
+                times = r.times[last] if len(r.times) else r.times
+                inside = within_reach(self.unit, self.reach, r.positions[last], times, found.ends, end_times)
+                admitted = ~(near & inside)
         self._forget()
         return admitted
+
+    def _remember(self, block: Blocking) -> None:
+        """Insert the batch's blocking events in (key, position) order."""
+        r = self.recent
+        if len(block.positions):
+            order = np.lexsort((block.positions, block.keys))
+            new = key_order(block.keys[order], block.positions[order])
+            at = np.searchsorted(self.codes, new)
+            self.codes = np.insert(self.codes, at, new)
+            times = r.times
+            if len(block.times):
+                times = np.insert(r.times.astype(block.times.dtype), at, block.times[order])
+            positions = np.insert(r.positions, at, block.positions[order])
+            r = Blocking(positions, np.insert(r.keys, at, block.keys[order]), times)
+        last_position = block.last_position if block.last_position is not None else self.recent.last_position
+        last_time = block.last_time if block.last_time is not None else self.recent.last_time
+        self.recent = attrs.evolve(r, last_position=last_position, last_time=last_time)
 
     def _forget(self) -> None:
         """Keep the events a window ending at a later event may still reach: once they
@@ -245,11 +279,14 @@ class Lookback:
             return
         if self.unit == "events":
             assert r.last_position is not None
-            self.recent = r.take(r.last_position - r.positions < np.int64(self.reach))
+            keep = np.asarray(r.last_position - r.positions < np.int64(self.reach))
         elif r.last_time is not None:
             last = np.full(len(r.positions), r.last_time, dtype=r.times.dtype)
-            self.recent = r.take(within_reach(self.unit, self.reach, r.positions, r.times, r.positions, last))
+            keep = within_reach(self.unit, self.reach, r.positions, r.times, r.positions, last)
+        else:
+            return
+        self.recent, self.codes = r.take(keep), self.codes[keep]
         self.kept = len(self.recent.positions)
 
 
-__all__ = ["Blocking", "Horizon", "Lookback", "within_reach"]
+__all__ = ["Blocking", "Horizon", "Lookback", "key_order", "within_reach"]

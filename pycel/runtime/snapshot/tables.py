@@ -318,8 +318,9 @@ def horizon_in(r: Reader, x: Json, empty: Horizon) -> Horizon:
 
 
 def lookback_out(w: Writer, look: Lookback) -> Json:
-    """The recent events of an absence that starts the pattern, as arrays."""
-    r = look.recent
+    """The recent events of an absence that starts the pattern, as arrays (in stream
+    order)."""
+    r = look.in_stream_order()
     return {
         "positions": w.add(r.positions, np.int64),
         "keys": w.add(r.keys, np.int64),
@@ -353,4 +354,4 @@ def lookback_in(r: Reader, x: Json, empty: Lookback) -> Lookback:
         None if last_position is None else as_int(last_position, "last position"),
         None if last_time is None else as_number(last_time, "last time"),
     )
-    return attrs.evolve(empty, recent=recent)
+    return empty.with_recent(recent)
