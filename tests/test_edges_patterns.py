@@ -56,6 +56,17 @@ def test_a_partition_key_an_atoms_type_lacks_is_warned() -> None:
     assert query.run(EVENTS).keys() == expected.keys() == set()
 
 
+def test_an_absence_whose_type_lacks_the_partition_key_is_warned() -> None:
+    """seq(r, absent(Alarm), r2) per sensor: an Alarm is in no partition, so it blocks no
+    match; the warning says so (not that an atom never matches)."""
+    pattern = pycel.seq(r, pycel.absent(Alarm), pycel.alias(Reading, "r2")).partition_by(Reading.sensor)
+    query, said = compiled_with_warnings(pattern)
+    assert len(said) == 1 and "['Alarm']" in said[0] and "never block a match" in said[0]
+    with pytest.warns(PatternWarning, match="never block"):
+        expected = pycel.reference.evaluate(pattern, EVENTS)
+    assert query.run(EVENTS).keys() == expected.keys() == {(0, 2, (("r", (0,)), ("r2", (2,))))}
+
+
 def test_no_warning_when_every_atom_can_have_the_key() -> None:
     both = pycel.seq(r, pycel.alias(Reading, "r2")).partition_by(Reading.sensor)
     _, said = compiled_with_warnings(both)

@@ -159,15 +159,30 @@ def _warn_keyless_atoms(spec: QuerySpec) -> None:
     its events are in no partition, so that atom never matches (an absence of it never
     interrupts) — legal, but almost surely a slip."""
     types = _typed_atoms(spec.body)
+    absent = _absent_types(spec.body)
     for key in spec.partition:
         lacking = sorted(event_name(t) for t in types if not _may_have(t, key))
         if lacking:
+            only_absent = all(t in absent for t in types if not _may_have(t, key))
+            effect = (
+                "absences of those types never block a match: an absence of any key is not "
+                "expressible under partition_by"
+                if only_absent
+                else "the pattern's atoms of those types never match (and absences of them never block)"
+            )
             warnings.warn(
                 f"partition_by({key!r}): event types {lacking} have no attribute {key!r}, so their "
-                "events are in no partition and the pattern's atoms of those types never match",
+                f"events are in no partition and {effect}",
                 PatternWarning,
                 stacklevel=4,  # the caller of compile() or evaluate()
             )
+
+
+def _absent_types(node: Pattern) -> set[type[Event]]:
+    """The event types of the absences below ``node``."""
+    if isinstance(node, Absent):
+        return {node.event}
+    return set().union(*(_absent_types(c) for c in node.children()))
 
 
 def _walk(node: Pattern, everything: dict[str, set[type[Event] | None]], plus: Plus | None = None) -> None:
