@@ -132,23 +132,31 @@ def _mask_max(ends: Ints, offsets: Ints, positions: Ints, keep: Flags, a: Ints, 
         hi = lo + 1
         while hi < n and ends[hi] == ends[lo]:
             hi += 1
-        # A strict superset has more positions: compare each match only with the
-        # larger ones (largest first), so a group of equal sizes costs one pass.
+        # A strict superset has more positions: the matches are taken largest first and
+        # each is compared only with the larger ones kept so far. A larger match that was
+        # not kept lies inside a kept one, which then contains this one too; so the cost
+        # is (matches) x (kept ones) comparisons, not (matches)^2.
         sizes = np.empty(hi - lo, dtype=np.int64)
         for m in range(lo, hi):
             sizes[m - lo] = _distinct(offsets, positions, m, a)
         larger_first = _larger_first(sizes, a.shape[0])
-        for m in range(lo, hi):
+        kept = np.empty(hi - lo, dtype=np.int64)  # the kept matches, largest first
+        n_kept: Int = np.int64(0)
+        for r in range(hi - lo):
+            m = lo + larger_first[r]
             na = _distinct(offsets, positions, m, a)
             keep[m] = True
-            for r in range(hi - lo):
-                d = lo + larger_first[r]
+            for q in range(n_kept):
+                d = kept[q]
                 if sizes[d - lo] <= na:
                     break
                 nb = _distinct(offsets, positions, d, b)
                 if _strict_subset(a, na, b, nb):
                     keep[m] = False
                     break
+            if keep[m]:
+                kept[n_kept] = m
+                n_kept += 1
         lo = hi
 
 
@@ -157,7 +165,7 @@ def strategy_mask(
 ) -> npt.NDArray[np.bool_]:
     """Which matches the strategy ``mode`` (:data:`STRATEGY_CODES`) keeps; the matches of
     one end must be adjacent. Linear in the entries for NEXT/LAST; MAX compares each
-    match with the others of its end.
+    match with the larger ones of its end that it keeps.
 
     Example: ``strategy_mask(ends, offsets, positions, STRATEGY_CODES["max"])``
     """
