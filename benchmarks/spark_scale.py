@@ -11,7 +11,9 @@ stocks with Zipf-like weights: at 100 names the busiest holds about 19 % of the 
   seconds (no ``partition_by``): one group unless the stream is cut into ranges;
 * **skewed**: a large SELL, then a large BUY of the same stock within 30 seconds,
   ``partition_by(name)``: one group per stock, the busiest setting the stage time unless
-  its events (the hot keys') are cut into ranges.
+  its events (the hot keys') are cut into ranges;
+* **unsold**: a very large SELL with no very large BUY of any stock in the next 30
+  seconds (an absence at the end: each range also reads a halo after it).
 
 Each is run by ``pycel.spark.detect`` with ``ranges=1`` (no cut) and with the default
 (``ranges=None``: as many ranges as the data and the cores call for; for the skewed
@@ -85,7 +87,20 @@ def skewed() -> pycel.Pattern:
     )
 
 
-PATTERNS: dict[str, Callable[[], pycel.Pattern]] = {"unpartitioned": unpartitioned, "skewed": skewed}
+def unsold() -> pycel.Pattern:
+    """A very large sell with no very large buy of any stock in the next 30 seconds (an
+    absence at the end: each range also reads the 30 seconds after it)."""
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    return pycel.seq(s.where(s.volume > 980), pycel.absent(b.where(b.volume > 980))).within(
+        seconds=WINDOW_SECONDS, on=Stock.time
+    )
+
+
+PATTERNS: dict[str, Callable[[], pycel.Pattern]] = {
+    "unpartitioned": unpartitioned,
+    "skewed": skewed,
+    "unsold": unsold,
+}
 VARIABLES = ("s", "b")
 MASTERS = ["local[1]", "local[2]"]
 
@@ -107,6 +122,9 @@ def engine_rows(matches: pycel.Matches) -> np.ndarray:
     owner = np.repeat(np.arange(n), np.diff(matches.offsets))
     columns = [matches.starts, matches.ends]
     for v in VARIABLES:
+        if v not in matches.variables:  # (unsold binds no b)
+            columns += [np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)]
+            continue
         mask = matches.var_ids == matches.variables.index(v)
         count = np.bincount(owner[mask], minlength=n)
         first = np.full(n, -1, dtype=np.int64)
@@ -120,7 +138,11 @@ def spark_rows(frame: Any) -> Any:
     from pyspark.sql import functions as F
 
     cols = [F.col("match_start"), F.col("match_end")]
+    bound = frame.schema["positions"].dataType.fieldNames()
     for v in VARIABLES:
+        if v not in bound:  # (unsold binds no b)
+            cols += [F.lit(0).cast("long"), F.lit(-1).cast("long")]
+            continue
         arr = F.col(f"positions.{v}")
         cols += [F.size(arr).cast("long"), F.coalesce(F.element_at(arr, 1), F.lit(-1))]
     return frame.select(*[c.alias(f"c{k}") for k, c in enumerate(cols)])
@@ -498,7 +520,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per configuration (median)")
     parser.add_argument("--masters", nargs="+", default=MASTERS, help="default: local[1] local[2]")
     parser.add_argument(
-        "--patterns", nargs="+", default=list(PATTERNS), choices=list(PATTERNS), help="default: both"
+        "--patterns", nargs="+", default=list(PATTERNS), choices=list(PATTERNS), help="default: all"
     )
     parser.add_argument(
         "--ranges",
