@@ -103,3 +103,20 @@ def test_a_variable_the_match_leaves_unbound_is_empty() -> None:
     found = pycel.compile(projected).run(EVENTS)
     assert found.keys() == pycel.reference.evaluate(projected, EVENTS).keys()
     assert all(m["a"] == () and len(m["b"]) == 1 for m in found)
+
+
+@pytest.mark.parametrize("sub_stream", [False, True])
+def test_events_of_a_match_reaching_into_an_earlier_push_are_refused(sub_stream: bool) -> None:
+    """A stream keeps only its last push's events: ``match.events`` of an event pushed
+    before says so (it returned the batch's row at a negative index: another event)."""
+    stream = pycel.compile(PATTERN).stream()
+    first, second = EVENTS[:2], EVENTS[2:]
+    cut = {"positions": np.arange(2)} if sub_stream else {}
+    stream.push(first, **cut)
+    later = {"positions": np.arange(2, len(EVENTS))} if sub_stream else {}
+    found = stream.push(second, **later)
+    spanning = [m for m in found if m.start < 2]
+    assert spanning and all(m.events("b") == [("B", {"v": EVENTS[m["b"][0]].v})] for m in spanning)
+    for m in spanning:
+        with pytest.raises(ValueError, match=r"position [01] is not in the batch these matches were found in"):
+            m.events("a")

@@ -226,10 +226,24 @@ class EventBatch:
         return decode(self.columns[attr][k], self.schema.fields[attr], self.schema.strings)
 
     def event(self, position: int) -> tuple[str, dict[str, Any]]:
-        """Event type name and attribute values of the event at global ``position``."""
-        return self.row(position - self.offset)
+        """Event type name and attribute values of the event at global ``position``
+        (a ``ValueError`` for a position outside this batch)."""
+        k = position - self.offset
+        if not 0 <= k < len(self):
+            raise not_held(position)
+        return self.row(k)
 
     def row(self, k: int) -> tuple[str, dict[str, Any]]:
         """Event type name and decoded attribute values of row ``k``."""
         fields = self.schema.type_fields[int(self.type_ids[k])]
         return self.type_name(k), {a: self.value(a, k) for a in fields}
+
+
+def not_held(position: int) -> ValueError:
+    """The error for an event a batch does not hold: a match of ``stream.push`` may reach
+    into earlier pushes (or wait, ending with an absence, until a later one)."""
+    return ValueError(
+        f"the event at position {position} is not in the batch these matches were found in "
+        "(a stream keeps only the events of its last push): join attributes to the matches "
+        "of each push, or run the query on all the data"
+    )

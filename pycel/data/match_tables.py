@@ -26,6 +26,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from .batch import not_held
+
 if TYPE_CHECKING:
     from .matches import Matches
 
@@ -194,11 +196,7 @@ def _rows(source: Any, positions: Ints, present: Bools) -> Ints:
         found = inside & (held[np.where(inside, rows, 0)] == positions)
     missing = np.flatnonzero(present & ~found)
     if len(missing):
-        raise ValueError(
-            f"the event at position {int(positions[missing[0]])} is not in the batch these "
-            "matches were found in (a stream keeps only the events of its last push): "
-            "join attributes to the matches of each push, or run the query on all the data"
-        )
+        raise not_held(int(positions[missing[0]]))
     return np.where(present, rows, 0)
 
 

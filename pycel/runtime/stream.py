@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from pycel.data.batch import not_held
 from pycel.data.ingest import DEFAULT_TYPE_COLUMN, EventBatch, check_input_columns, to_batch
 from pycel.data.matches import Matches, take
 from pycel.errors import DataError
@@ -465,5 +466,5 @@ class _SubStreamEvents:
     def event(self, position: int) -> tuple[str, dict[str, Any]]:
         k = int(np.searchsorted(self.positions, position))
         if k == len(self.positions) or self.positions[k] != position:
-            raise KeyError(f"position {position} is not an event of this batch")
+            raise not_held(position)
         return self.batch.row(k)
