@@ -1,0 +1,70 @@
+"""What a push costs by its size: the quickstart query on a stream pushed in batches.
+
+Each ``Stream.push`` checks and encodes its batch and calls the compiled loop once, so a
+push has a fixed cost besides its per-event work. This runs the quickstart pattern (a
+SELL of INTC, a BUY of RIMM above 10, a BUY of QQQ, within 10 seconds) over its generated
+stream pushed in batches of 1 … 200,000 events (DataFrame slices), after one untimed
+push (the compile or cache load), and prints events per CPU-second and CPU microseconds
+per push; every size's matches are checked equal to one ``query.run``. Usage::
+
+    python benchmarks/push_sizes.py
+    python benchmarks/push_sizes.py --events 100000 --sizes 1,100,10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pycel  # noqa: E402
+from examples.quickstart import Buy, Sell, Stock, generate  # noqa: E402
+
+
+def quickstart_query() -> pycel.CompiledQuery:
+    """The quickstart's pattern, compiled."""
+    s = pycel.alias(Sell, "s")
+    b1, b2 = pycel.alias(Buy, "b1"), pycel.alias(Buy, "b2")
+    pattern = pycel.seq(
+        s.where(s.name == "INTC"),
+        b1.where((b1.name == "RIMM") & (b1.price > 10)),
+        b2.where(b2.name == "QQQ"),
+    ).within(seconds=10, on=Stock.time)
+    return pycel.compile(pattern)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--sizes", default="1,10,100,1000,10000,200000", help="push sizes, comma-separated")
+    parser.add_argument(
+        "--small-events", type=int, default=20_000, help="events pushed for sizes below 1,000 (default 20000)"
+    )
+    args = parser.parse_args()
+    query = quickstart_query()
+    events = generate(args.events)
+    query.stream().push(events.iloc[:10])  # compile or load the loop
+    print("| push size | events | events/CPU-s | CPU µs per push |")
+    print("|---:|---:|---:|---:|")
+    for size in (int(s) for s in args.sizes.split(",")):
+        n = min(len(events), args.small_events) if size < 1000 else len(events)
+        data = events.iloc[:n]
+        pieces = [data.iloc[i : i + size] for i in range(0, n, size)]
+        stream = query.stream()
+        started = time.process_time()
+        pushed = [stream.push(piece) for piece in pieces]
+        seconds = time.process_time() - started
+        found = set().union(*(m.keys() for m in pushed))
+        if found != query.run(data).keys():
+            raise SystemExit(f"push size {size}: the matches differ from one run's")
+        rate = n / seconds
+        print(f"| {size:,} | {n:,} | {rate / 1e6:.3f}M | {seconds / len(pieces) * 1e6:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
