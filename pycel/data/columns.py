@@ -25,6 +25,7 @@ import pandas as pd
 from pycel.errors import DataError
 
 from .batch import Schema, decode
+from .hashing import factorize
 from .values import int_problem, scalar_problem
 
 _KINDS = {"bool": "b", "int": "iuf", "float": "iuf", "time": "iuM", "str": "O"}
@@ -96,7 +97,7 @@ class RawColumn:
         other dtypes, and where a cell cannot be hashed (checked cell by cell instead)."""
         if self._codes is None and self.series().dtype == object:
             try:
-                codes, uniques = pd.factorize(self.series().to_numpy())
+                codes, uniques = factorize(self.series().to_numpy())
             except TypeError:  # an unhashable cell (a list): not a string, found by encode_column
                 return None
             self._codes = (np.asarray(codes, dtype=np.intp), np.asarray(uniques, dtype=object))
@@ -297,7 +298,7 @@ def _string_codes(
     if factorized is None:  # (classified whole first: an unhashable cell cannot be factorized)
         if pd.api.types.infer_dtype(values[present], skipna=False) not in _FAST["str"]:
             _checked_objects(values, present, "str", column)  # raises at the first non-string
-        inverse, uniq = pd.factorize(values[present])
+        inverse, uniq = factorize(values[present])
         where = present
     else:
         inverse, uniq = factorized

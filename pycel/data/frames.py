@@ -27,6 +27,7 @@ from pycel.errors import DataError
 from .assemble import assemble
 from .batch import EventBatch, Schema
 from .columns import DeferredFrameColumn, RawColumn, first, first_rows
+from .hashing import factorize
 
 
 def _check_unique(columns: list[str]) -> None:
@@ -98,7 +99,7 @@ def _type_names(names: pd.Series) -> tuple[npt.NDArray[np.intp], Any]:
     """(code per row, -1 where null; distinct names) of the event-type column: one
     factorize pass, the names made text afterwards (1 and "1" both name type "1")."""
     try:  # (a column of objects as numpy: pandas would wrap the names in an Index)
-        codes, uniq = pd.factorize(names.to_numpy() if names.dtype == object else names)
+        codes, uniq = factorize(names.to_numpy()) if names.dtype == object else pd.factorize(names)
     except TypeError:  # an unhashable name (a list): looked up (and refused) as its text
         codes, uniq = pd.factorize(names.where(names.isna(), names.astype(str)))
     return np.asarray(codes, dtype=np.intp), uniq

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from pycel.data.hashing import factorize
 from pycel.data.ingest import EventBatch
 from pycel.errors import DataError
 from pycel.plan.joins import JoinKey
@@ -130,8 +130,8 @@ class TupleIds:
         # with axis=0 sorts rows as bytes: ~30x slower on a million events).
         inverse = np.zeros(n, dtype=np.int64)
         for col in cols:
-            codes, uniques = pd.factorize(col)
-            inverse, _ = pd.factorize(inverse * len(uniques) + codes)
+            codes, uniques = factorize(col)
+            inverse, _ = factorize(inverse * len(uniques) + codes)
         distinct = int(inverse.max()) + 1 if n else 0
         first = np.full(distinct, n, dtype=np.int64)
         np.minimum.at(first, inverse, np.arange(n))

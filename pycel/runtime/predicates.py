@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from pycel.data.hashing import factorize
 from pycel.data.ingest import EventBatch
 from pycel.data.values import check_value
 from pycel.errors import DataError
@@ -409,7 +409,7 @@ class ClassTable:
 
     def classify(self, bits: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         """Class id of every event (new bit-vectors get new ids)."""
-        inverse, uniq = pd.factorize(bits)  # hashing: no sort
+        inverse, uniq = factorize(bits)  # hashing: no sort
         table = np.empty(len(uniq), dtype=np.int32)
         for k, b in enumerate(uniq.tolist()):
             cid = self.ids.get(b)
