@@ -1,16 +1,16 @@
 """``factorize``: pandas' dense codes of an array's values, without pandas' fixed cost on
 the small arrays a small push makes.
 
-``pandas.factorize`` hashes at C speed but costs tens of microseconds per call whatever the
-array's length, and a push calls it for its event types, its string columns, its atoms'
-bit vectors and its keys: about a fifth of what a push of a few events costs. An array of
+``pandas.factorize`` hashes at C speed but costs 12-14 µs per call however short the
+array, and a push calls it for its event types, its string columns, its atoms' bit
+vectors and its keys: about a tenth of what a push of a few events costs. An array of
 at most :data:`SMALL` values that are all ``str`` or int64 is coded with a dict instead
 (the same codes: by first appearance; such values hold no null); any other array goes to
 pandas.
 
 Example::
 
-    factorize(np.array(["b", "a", "b"], dtype=object))  # (array([0, 1, 0]), array(['b', 'a']))
+    factorize(np.array(["b", "a", "b"], dtype=object))  # codes [0, 1, 0], values ["b", "a"]
 """
 
 from __future__ import annotations
