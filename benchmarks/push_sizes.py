@@ -21,19 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pycel  # noqa: E402
-from examples.quickstart import Buy, Sell, Stock, generate  # noqa: E402
-
-
-def quickstart_query() -> pycel.CompiledQuery:
-    """The quickstart's pattern, compiled."""
-    s = pycel.alias(Sell, "s")
-    b1, b2 = pycel.alias(Buy, "b1"), pycel.alias(Buy, "b2")
-    pattern = pycel.seq(
-        s.where(s.name == "INTC"),
-        b1.where((b1.name == "RIMM") & (b1.price > 10)),
-        b2.where(b2.name == "QQQ"),
-    ).within(seconds=10, on=Stock.time)
-    return pycel.compile(pattern)
+from examples.quickstart import generate, quickstart_pattern  # noqa: E402
 
 
 def main() -> None:
@@ -46,7 +34,7 @@ def main() -> None:
         "--small-events", type=int, default=20_000, help="events pushed for sizes below 1,000 (default 20000)"
     )
     args = parser.parse_args()
-    query = quickstart_query()
+    query = pycel.compile(quickstart_pattern())
     events = generate(args.events)
     query.stream().push(events.iloc[:10])  # compile or load the loop
     print("| push size | events | events/CPU-s | CPU µs per push |")

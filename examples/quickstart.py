@@ -41,19 +41,26 @@ def generate(n: int, seed: int = 7) -> pd.DataFrame:
     )
 
 
+def quickstart_pattern() -> pycel.Pattern:
+    """A SELL of INTC, then a BUY of RIMM above 10, then a BUY of QQQ, all within 10 seconds.
+
+    Example: ``pycel.compile(quickstart_pattern()).run(generate(1000))``
+    """
+    s = pycel.alias(Sell, "s")
+    b1, b2 = pycel.alias(Buy, "b1"), pycel.alias(Buy, "b2")
+    return pycel.seq(
+        s.where(s.name == "INTC"),
+        b1.where((b1.name == "RIMM") & (b1.price > 10)),
+        b2.where(b2.name == "QQQ"),
+    ).within(seconds=10, on=Stock.time)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=200_000)
     args = parser.parse_args()
 
-    s = pycel.alias(Sell, "s")
-    b1, b2 = pycel.alias(Buy, "b1"), pycel.alias(Buy, "b2")
-    # A SELL of INTC, then a BUY of RIMM, then a BUY of QQQ, all within 10 seconds.
-    pattern = pycel.seq(
-        s.where(s.name == "INTC"),
-        b1.where((b1.name == "RIMM") & (b1.price > 10)),
-        b2.where(b2.name == "QQQ"),
-    ).within(seconds=10, on=Stock.time)
+    pattern = quickstart_pattern()
     print("pattern:", pattern)
 
     started = time.perf_counter()

@@ -250,6 +250,11 @@ def _vars(pattern: Pattern) -> list[str]:
     return sorted(bound_variables(pattern))
 
 
+def some_variables(draw: st.DrawFn, pattern: Pattern) -> Pattern:
+    """``pattern`` with SELECT of a drawn non-empty set of its bound variables."""
+    return pattern.select(*draw(st.lists(st.sampled_from(_vars(pattern)), min_size=1, unique=True)))
+
+
 @st.composite
 def _body(draw: st.DrawFn, types: Sequence[type[Base]], depth: int, budget: _Budget) -> Pattern:
     f = budget.features

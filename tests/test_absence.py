@@ -24,6 +24,7 @@ from strategies import (
     event_types,
     kleene_count,
     restored_at,
+    some_variables,
     streams,
     unary_predicates,
     without_limit,
@@ -33,7 +34,6 @@ import pycel
 from pycel.ceql import parse_query, to_ceql, to_declaration
 from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
-from pycel.language.checks import bound_variables
 
 
 class Ordered(pycel.Event):
@@ -427,9 +427,7 @@ def gap_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
         pattern = pattern.partition_by(Base.x)
     clause = draw(st.sampled_from(["none", "select", "limit", "any", "partition"]))
     if clause == "select":
-        pattern = pattern.select(
-            *draw(st.lists(st.sampled_from(sorted(bound_variables(pattern))), min_size=1, unique=True))
-        )
+        pattern = some_variables(draw, pattern)
     elif clause == "limit":
         pattern = pattern.limit(draw(st.integers(1, 2)))
     elif clause != "none":

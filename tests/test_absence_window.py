@@ -23,14 +23,13 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import Base, event_types, kleene_count, streams, unary_predicates
+from strategies import Base, event_types, kleene_count, some_variables, streams, unary_predicates
 from test_absence import Ordered, Shipped, same_as_reference, spans
 
 import pycel
 from pycel.ceql import parse_query, to_ceql, to_declaration
 from pycel.cli import main as cli_main
 from pycel.dsl import Pattern
-from pycel.language.checks import bound_variables
 
 o, d = pycel.alias(Ordered, "o"), pycel.alias(Shipped, "d")
 #: Orders 1-4 at times 0, 1, 5, 20; order 1 ships at 2, order 2 at 9 (8 after its order).
@@ -311,9 +310,7 @@ def window_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
     clauses = ["none", "none", "select", "limit", "last", "next", "max"] + ([] if keyed == 2 else ["strict"])
     clause = draw(st.sampled_from(clauses))
     if clause == "select":
-        pattern = pattern.select(
-            *draw(st.lists(st.sampled_from(sorted(bound_variables(pattern))), min_size=1, unique=True))
-        )
+        pattern = some_variables(draw, pattern)
     elif clause == "limit":
         pattern = pattern.limit(draw(st.integers(1, 2)))
     elif clause != "none":
