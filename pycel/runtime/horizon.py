@@ -14,9 +14,9 @@ per end see all the matches of an end that passed, as without the absence.
 
 Cost: each output of ``p`` that fits the window is enumerated once, at its end, and held
 until its window has passed or a C drops it: work and memory are linear in ``p``'s outputs
-inside the window (not output-linear in the pattern's own). Per push, the batch's blocking
-events are sorted by key (O(b log b)) and each pending match finds the first one of its
-key after it by binary search.
+inside the window (not output-linear in the pattern's own). A push reads only the pending
+matches it decides: those of the keys its blocking events have (found by key in an index)
+and those whose window it closes (a prefix of an index by start); see :class:`Horizon`.
 
 :class:`Lookback`, an absence that starts it: ``seq(absent(C), p).within(w)``, decided
 when a match is found, from the absent events a later window can still reach, kept
@@ -40,7 +40,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from pycel.data.matches import Matches, by_end, take
+from pycel.data.matches import Matches, gather
 from pycel.plan.planner import Plan
 
 Ints = npt.NDArray[np.int64]
@@ -109,26 +109,103 @@ def within_reach(
     return np.asarray(later_time.astype(np.float64) - earlier_time.astype(np.float64) <= reach)
 
 
+#: Entry states of a :class:`Horizon`: waiting for its window or a blocking event, dropped
+#: by a blocking event, decided (its window passed) but waiting for its end's other
+#: matches, and emitted.
+_UNDECIDED, _KILLED, _PASSED, _EMITTED = 0, 1, 2, 3
+_NONE = np.zeros(0, dtype=np.int64)
+#: A horizon compacts its arrays once they hold this many more gone entries than live ones.
+COMPACT_SLACK = 1024
+
+
 @attrs.define
 class Horizon:
-    """The pending matches of one stream (full matches, global positions, by arrival),
-    with each one's run key and its start's window time."""
+    """The pending matches of one stream (full matches, global positions), with each
+    one's run key and its start's window time.
+
+    Entries are numbered in arrival order, which is end order (each push's matches end
+    after the last push's), so an end's matches are one range of numbers (its *group*).
+    Besides those arrays in arrival order it keeps two indexes, so that a push reads only
+    the entries it decides, not every pending one:
+
+    * ``by_key``: the undecided entries ordered by (key, number). An entry found before
+      this push ends before every blocking event of the push, so the first blocking event
+      of its key decides it: dropped if inside its window, else its window has passed.
+      All of a blocked key's entries are therefore decided at once, and its whole range
+      leaves the index.
+    * ``by_start``: the entries ordered by their start (``start_keys``: position for a
+      count window, time for a time window) from ``head`` on; the window has passed exactly for a prefix of
+      that order (the stream's last position or time only grows), which leaves by moving
+      ``head``.
+
+    A push costs O((f + b) log(f + b) + b log P) searches for f new matches, b blocking
+    events and P pending, plus the entries it decides and copying the two indexes (one
+    insertion each, O(P) bytes moved); the arrays are compacted once gone entries
+    outnumber live ones (amortized O(log P) per match)."""
 
     unit: str  # "events", or "time" (seconds and units alike: times are numbers here)
     reach: float  # the window: n events, or d in the time column's units
-    pending: Matches
-    keys: Ints
-    start_times: npt.NDArray[Any]
+    variables: tuple[str, ...]
     last_position: int = -1
     last_time: int | float | None = None
+    # Entries in arrival order (number i = row i), and their matches in chunks.
+    starts: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    ends: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    entry_keys: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    entry_times: npt.NDArray[Any] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    state: npt.NDArray[np.int8] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int8))
+    group: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    chunks: list[Matches] = attrs.field(factory=list)
+    chunk_first: list[int] = attrs.field(factory=list)
+    # Per group (an end's matches): its first entry and how many are undecided.
+    group_first: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    group_left: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    by_key: npt.NDArray[np.void] = attrs.field(factory=lambda: key_order(_NONE, _NONE))
+    by_start: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))  # entry numbers
+    start_keys: npt.NDArray[Any] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))  # their starts
+    head: int = 0
+    gone: int = 0  # entries killed or emitted (compaction drops them)
 
     @classmethod
     def of(cls, plan: Plan, reach: float) -> Horizon:
         """An empty horizon for ``plan`` (which ends in an absence and has a window);
         ``reach``: the window in the time column's units (nanoseconds for timestamps)."""
-        z = np.zeros(0, dtype=np.int64)
         unit = "events" if plan.window_unit == "events" else "time"
-        return cls(unit, reach, Matches.empty(plan.variables), z, z)
+        return cls(unit, reach, plan.variables)
+
+    def holding(
+        self,
+        pending: Matches,
+        keys: Ints,
+        start_times: npt.NDArray[Any],
+        last_position: int,
+        last_time: int | float | None,
+    ) -> Horizon:
+        """This (empty) horizon holding ``pending`` (what :attr:`pending` gave: by end),
+        as a snapshot restores it."""
+        fresh = attrs.evolve(self, last_position=last_position, last_time=last_time)
+        fresh._append(pending, keys, start_times)
+        return fresh
+
+    @property
+    def waiting(self) -> int:
+        """How many matches wait (for their window to pass, or for their end's others)."""
+        return int(np.count_nonzero((self.state == _UNDECIDED) | (self.state == _PASSED)))
+
+    @property
+    def pending(self) -> Matches:
+        """The waiting matches, by end (what a snapshot writes)."""
+        return self._gather(self._waiting_entries())
+
+    @property
+    def keys(self) -> Ints:
+        """The waiting matches' run keys, as :attr:`pending` orders them."""
+        return self.entry_keys[self._waiting_entries()]
+
+    @property
+    def start_times(self) -> npt.NDArray[Any]:
+        """The waiting matches' start times, as :attr:`pending` orders them."""
+        return self.entry_times[self._waiting_entries()]
 
     def advance(self, found: Matches, keys: Ints, start_times: npt.NDArray[Any], block: Blocking) -> Matches:
         """Take the batch's new outputs ``found`` (full matches, global positions, each
@@ -139,53 +216,174 @@ class Horizon:
             self.last_position = block.last_position
         if block.last_time is not None:
             self.last_time = block.last_time
-        if len(found):
-            self.pending = Matches.concat([self.pending, found]) if len(self.pending) else found
-            self.keys = np.concatenate([self.keys, keys])
-            self.start_times = np.concatenate([self.start_times.astype(start_times.dtype), start_times])
-        m = self.pending
-        if not len(m):
-            return m
-        killed = self._blocked(block) if len(block.positions) else np.zeros(len(m), dtype=np.bool_)
-        passed = ~killed & self._passed()
-        if not killed.any() and not passed.any():  # nothing leaves (most small pushes)
-            return Matches.empty(m.variables)
-        waiting_ends = np.unique(m.ends[~killed & ~passed])
-        out = passed & ~np.isin(m.ends, waiting_ends)
-        self._keep(~killed & ~out)
-        return by_end(take(m, out))
+        new = self._append(found, keys, start_times)
+        decided = [self._kill(block, new)] if len(block.positions) else []
+        decided.append(self._pass())
+        touched = np.concatenate(decided)
+        out = self._emit(touched) if len(touched) else np.zeros(0, dtype=np.int64)
+        emitted = self._gather(out)
+        self._compact_if_sparse()
+        return emitted
 
     def close(self) -> Matches:
         """The stream ends: every pending match holds (no later event can drop it)."""
-        m = self.pending
-        self._keep(np.zeros(len(m), dtype=np.bool_))
-        return by_end(m)
+        waiting = self._waiting_entries()
+        emitted = self._gather(waiting)
+        self.state[waiting] = _EMITTED
+        self.gone += len(waiting)
+        self._compact_if_sparse()
+        return emitted
 
-    def _keep(self, keep: npt.NDArray[np.bool_]) -> None:
-        self.pending = take(self.pending, keep)
-        self.keys, self.start_times = self.keys[keep], self.start_times[keep]
+    # -- arrival -------------------------------------------------------------------------
 
-    def _passed(self) -> npt.NDArray[np.bool_]:
-        """Whether the stream has seen every event that may lie in each match's window."""
-        m = self.pending
-        if self.unit == "events":
-            return np.asarray(self.last_position - m.starts >= np.int64(self.reach))
-        if self.last_time is None:
-            return np.zeros(len(m), dtype=np.bool_)
-        last = np.full(len(m), self.last_time, dtype=self.start_times.dtype)
-        return ~within_reach(self.unit, self.reach, m.starts, self.start_times, m.starts, last)
+    def _append(self, found: Matches, keys: Ints, start_times: npt.NDArray[Any]) -> Ints:
+        """Number ``found`` after the entries held (by end); index them; their numbers."""
+        if not len(found):
+            return np.zeros(0, dtype=np.int64)
+        if np.any(found.ends[1:] < found.ends[:-1]):  # (the loops find them by end)
+            order = np.argsort(found.ends, kind="stable")
+            found, keys, start_times = gather(found, order), keys[order], start_times[order]
+        first = len(self.ends)
+        ids = np.arange(first, first + len(found), dtype=np.int64)
+        self.chunks.append(found)
+        self.chunk_first.append(first)
+        self.starts = np.concatenate([self.starts, found.starts])
+        self.ends = np.concatenate([self.ends, found.ends])
+        self.entry_keys = np.concatenate([self.entry_keys, keys.astype(np.int64)])
+        if not len(self.entry_times):
+            self.entry_times = start_times.copy()
+        else:
+            self.entry_times = np.concatenate([self.entry_times.astype(start_times.dtype), start_times])
+        self.state = np.concatenate([self.state, np.zeros(len(found), dtype=np.int8)])
+        # Groups: a new one wherever the end changes (the first end is past every held one).
+        new_group = np.ones(len(found), dtype=np.bool_)
+        new_group[1:] = found.ends[1:] != found.ends[:-1]
+        starts_at = ids[new_group]
+        group = len(self.group_first) + np.cumsum(new_group) - 1
+        self.group = np.concatenate([self.group, group])
+        self.group_first = np.concatenate([self.group_first, starts_at])
+        self.group_left = np.concatenate([self.group_left, np.diff(np.append(starts_at, first + len(found)))])
+        # The indexes: one insertion each (the new entries in their own order first).
+        by_key = np.lexsort((ids, keys))
+        codes = key_order(keys[by_key], ids[by_key])
+        self.by_key = np.insert(self.by_key, np.searchsorted(self.by_key, codes), codes)
+        new_keys = found.starts if self.unit == "events" else start_times
+        order = np.argsort(new_keys, kind="stable")
+        held = self.start_keys.astype(new_keys.dtype) if len(self.start_keys) else new_keys[:0]
+        at = self.head + np.searchsorted(held[self.head :], new_keys[order], side="right")
+        self.by_start = np.insert(self.by_start, at, ids[order])
+        self.start_keys = np.insert(held, at, new_keys[order])
+        return ids
 
-    def _blocked(self, block: Blocking) -> npt.NDArray[np.bool_]:
-        """Whether the first blocking event of each pending match's key after its end lies
-        inside its window (a later one lies later: it cannot be inside if that one is not)."""
-        m = self.pending
-        found, first = block.first_after(self.keys, m.ends)
-        if not found.any():
-            return found
+    # -- decisions -----------------------------------------------------------------------
+
+    def _kill(self, block: Blocking, new: Ints) -> Ints:
+        """Drop the entries with a blocking event of their key inside their window; every
+        earlier entry of a blocked key is decided now and leaves ``by_key``. The
+        entries dropped."""
+        blocked = np.unique(block.keys)
+        lo_codes = key_order(blocked, np.full(len(blocked), -(2**63), dtype=np.int64))
+        hi_codes = key_order(blocked, np.full(len(blocked), 2**63 - 1, dtype=np.int64))
+        lo = np.searchsorted(self.by_key, lo_codes)
+        hi = np.searchsorted(self.by_key, hi_codes, side="right")
+        counts = hi - lo
+        at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        # The entry numbers are the codes' low 8 bytes (see key_order).
+        held = self.by_key[at].view(">u8").reshape(-1, 2)[:, 1].astype(np.uint64) ^ _SIGN
+        candidates = held.view(np.int64)
+        candidates = candidates[self.state[candidates] == _UNDECIDED]
+        found, first = block.first_after(self.entry_keys[candidates], self.ends[candidates])
         time = block.times[first] if len(block.times) else block.times
-        inside = within_reach(self.unit, self.reach, m.starts, self.start_times, block.positions[first], time)
-        blocked: npt.NDArray[np.bool_] = found & inside
-        return blocked
+        starts, times = self.starts[candidates], self.entry_times[candidates]
+        inside = within_reach(self.unit, self.reach, starts, times, block.positions[first], time)
+        killed: Ints = candidates[found & inside]
+        self.state[killed] = _KILLED
+        self.gone += len(killed)
+        # The entries found before this push are all decided (killed, or passed below):
+        # their ranges leave the index; this push's survivors stay (a later block decides).
+        keep = np.ones(len(self.by_key), dtype=np.bool_)
+        old = held.view(np.int64) < (new[0] if len(new) else len(self.ends))
+        keep[at[old | (self.state[held.view(np.int64)] == _KILLED)]] = False
+        self.by_key = self.by_key[keep]
+        return killed
+
+    def _pass(self) -> Ints:
+        """Decide the entries whose window has passed (a prefix of ``by_start``); the
+        undecided among them."""
+        keys = self.start_keys
+        lo, hi = self.head, len(keys)
+        while lo < hi:  # binary search with the exact test, on Python numbers
+            mid = (lo + hi) // 2
+            if self._has_passed(keys[mid].item()):
+                lo = mid + 1
+            else:
+                hi = mid
+        prefix = self.by_start[self.head : lo]
+        self.head = lo
+        passed: Ints = prefix[self.state[prefix] == _UNDECIDED]
+        self.state[passed] = _PASSED
+        return passed
+
+    def _has_passed(self, start: int | float) -> bool:
+        """Whether the stream has seen every event that may lie in the window of a match
+        starting at ``start`` (its position, or its time), as :func:`within_reach` tests."""
+        if self.unit == "events":
+            return self.last_position - int(start) >= int(self.reach)
+        last = self.last_time
+        if last is None:
+            return False
+        if isinstance(start, int) and isinstance(last, int):
+            return last > min(start + min(math.floor(self.reach), _I64_MAX), _I64_MAX)
+        return not float(last) - float(start) <= self.reach
+
+    def _emit(self, decided: Ints) -> Ints:
+        """Count ``decided`` off their groups; the passed entries of the groups now fully
+        decided, in arrival (end) order."""
+        groups = self.group[decided]
+        np.subtract.at(self.group_left, groups, 1)
+        done = np.unique(groups[self.group_left[groups] == 0])
+        if not len(done):
+            return np.zeros(0, dtype=np.int64)
+        stop = np.append(self.group_first, len(self.ends))[done + 1]
+        sizes = stop - self.group_first[done]
+        ids = np.repeat(self.group_first[done] - np.cumsum(sizes) + sizes, sizes) + np.arange(
+            int(sizes.sum()), dtype=np.int64
+        )
+        out: Ints = ids[self.state[ids] == _PASSED]
+        self.state[out] = _EMITTED
+        self.gone += len(out)
+        return out
+
+    # -- matches and memory --------------------------------------------------------------
+
+    def _waiting_entries(self) -> Ints:
+        return np.flatnonzero((self.state == _UNDECIDED) | (self.state == _PASSED)).astype(np.int64)
+
+    def _gather(self, ids: Ints) -> Matches:
+        """The matches of entries ``ids`` (ascending), one Matches."""
+        if not len(ids):
+            return Matches.empty(self.variables)
+        firsts = np.asarray(self.chunk_first, dtype=np.int64)
+        chunk = np.searchsorted(firsts, ids, side="right") - 1
+        parts = []
+        for c in np.unique(chunk):
+            mine = ids[chunk == c] - firsts[c]
+            parts.append(gather(self.chunks[c], mine))
+        return parts[0] if len(parts) == 1 else Matches.concat(parts)
+
+    def _compact_if_sparse(self) -> None:
+        """Drop the killed and emitted entries once they outnumber the live ones."""
+        total = len(self.ends)
+        if self.gone <= total - self.gone + COMPACT_SLACK:
+            return
+        # The live ones again, undecided: the next push finds again that the window of
+        # those that had passed has passed.
+        live = self._waiting_entries()
+        matches, keys, times = self._gather(live), self.entry_keys[live], self.entry_times[live]
+        fresh = Horizon(self.unit, self.reach, self.variables, self.last_position, self.last_time)
+        fresh._append(matches, keys, times)
+        for field in attrs.fields(Horizon):
+            setattr(self, field.name, getattr(fresh, field.name))
 
 
 def key_order(keys: Ints, positions: Ints) -> npt.NDArray[np.void]:

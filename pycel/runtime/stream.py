@@ -427,7 +427,7 @@ class Stream:
         lo = self.offset - 1 - int(plan.window_size) if plan.window_unit == "events" else 0
         found = self.runner.stats(lo)
         if self.horizon is not None:
-            found["waiting_matches"] = len(self.horizon.pending)
+            found["waiting_matches"] = self.horizon.waiting
         if self.lookback is not None:
             found["recent_absent_events"] = len(self.lookback.recent.positions)
         return found

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -301,20 +300,15 @@ def horizon_in(r: Reader, x: Json, empty: Horizon) -> Horizon:
         or np.any(starts > ends)
     ):
         raise bad("pending matches")
-    in_range(var_ids, 0, len(empty.pending.variables), "pending variables")
+    in_range(var_ids, 0, len(empty.variables), "pending variables")
     owner = np.repeat(np.arange(n), np.diff(offsets))
     if np.any(positions < starts[owner]) or np.any(positions > ends[owner]):
         raise bad("pending positions outside their match")
     last = x.get("last_time")
-    pending = Matches(starts, ends, offsets, var_ids, positions, empty.pending.variables)
-    return attrs.evolve(
-        empty,
-        pending=pending,
-        keys=keys,
-        start_times=times,
-        last_position=as_int(x.get("last_position"), "last position", -1),
-        last_time=None if last is None else as_number(last, "last time"),
-    )
+    pending = Matches(starts, ends, offsets, var_ids, positions, empty.variables)
+    last_position = as_int(x.get("last_position"), "last position", -1)
+    last_time = None if last is None else as_number(last, "last time")
+    return empty.holding(pending, keys, times, last_position, last_time)
 
 
 def lookback_out(w: Writer, look: Lookback) -> Json:
