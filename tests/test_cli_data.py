@@ -230,6 +230,38 @@ TIME_DECL = (
 TIME_QUERY = "SELECT * FROM S WHERE A ; B WITHIN 5 SECONDS"
 
 
+INT_DECL = "CREATE STREAM S { EVENT A { v: long, t: primary_time }, EVENT B { v: long, t: primary_time } }"
+
+
+@pytest.mark.parametrize("written", ["1.0", "1e3", "7"])
+def test_large_integers_stay_exact_beside_cells_written_as_decimals(
+    written: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cell such as ``1.0`` or ``1e3`` in an int (or integer time) column took the whole
+    chunk through float64: 2**53 + 1 read as 2**53, a nanosecond time rounded, and the
+    answer depended on --chunk-size. Every cell is exact whatever its neighbours."""
+    big, stamp = 2**53 + 1, 1_700_000_000_000_000_001
+    path = tmp_path / "ints.csv"
+    later = stamp + 2_000_000_000  # exactly 2 s after (float64 rounds stamp down by 1 ns)
+    path.write_text(f"event_type,v,t\nA,{written},{written}\nA,{big},{stamp}\nB,{2**63 - 1},{later}\n")
+    query = f"SELECT * FROM S WHERE A AS a ; B AS b FILTER a[v = {big}] WITHIN 2 SECONDS [t]"
+    exact = float(written)
+    events = pd.DataFrame(
+        {
+            "event_type": ["A", "A", "B"],
+            "v": [int(exact), big, 2**63 - 1],
+            "t": pd.to_datetime([int(exact), stamp, later], unit="ns", utc=True),
+        }
+    )
+    expected = reference_rows(INT_DECL, query, events)
+    assert expected == [(1, 2, (("a", (1,)), ("b", (2,))))]
+    for chunk in ("1", "100000"):
+        options = ("-f", "jsonl", "--chunk-size", chunk)
+        code, out, err = run(capsys, "run", "-d", INT_DECL, "--query", query, path, *options)
+        assert code == 0, err
+        assert jsonl_rows(out) == expected, chunk
+
+
 @pytest.mark.parametrize(
     "a_time",
     [

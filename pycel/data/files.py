@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import decimal
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -149,18 +150,21 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
         _raise_bad(text, present & ~parsed & ~nan_text, "a number", base, column)
         return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
     if dtype == "int":
-        values = numbers.to_numpy(dtype=np.float64, na_value=0.0)
-        _raise_bad(text, present & (~parsed | (values % 1 != 0)), "an integer", base, column)
-        _raise_bad(text, np.abs(values) >= 2.0**63, "an integer in the 64-bit range", base, column)
-        return _integers(numbers, parsed)
+        exact = _exact_integers(text, present & parsed)
+        missing = np.array([v is None for v in exact], dtype=np.bool_)
+        _raise_bad(text, present & (~parsed | missing), "an integer", base, column)
+        out_of_range = np.array([v is not None and not -(2**63) <= v < 2**63 for v in exact], dtype=np.bool_)
+        _raise_bad(text, out_of_range, "an integer in the 64-bit range", base, column)
+        return _integers(exact, present)
     # time: integers (in time_unit) or ISO 8601 date-times
     stamps = np.zeros(len(text), dtype=np.int64)
     if parsed.any():
-        values = numbers.to_numpy(dtype=np.float64, na_value=0.0)
-        fractional = parsed & ((values % 1 != 0) | (np.abs(values) * TIME_UNITS[time_unit] >= 2.0**63))
-        _raise_bad(text, fractional, "an integer timestamp or an ISO 8601 date-time", base, column)
-        ints = numbers.astype("Int64").to_numpy(dtype=np.int64, na_value=0)
-        stamps = np.where(parsed, ints * np.int64(TIME_UNITS[time_unit]), 0)
+        exact = _exact_integers(text, parsed)
+        unit = int(TIME_UNITS[time_unit])
+        nanos = [None if v is None else v * unit for v in exact]
+        wrong = parsed & np.array([v is None or not -(2**63) < v < 2**63 for v in nanos], dtype=np.bool_)
+        _raise_bad(text, wrong, "an integer timestamp or an ISO 8601 date-time", base, column)
+        stamps[parsed] = np.array([v for v, ok in zip(nanos, parsed, strict=True) if ok], dtype=np.int64)
     dated = present & ~parsed
     if dated.any():
         stamps[dated], bad = _iso_stamps(text[dated])
@@ -219,15 +223,34 @@ def _fast_numbers(text: pd.Series, present: Any, dtype: str, time_unit: str) -> 
     return out
 
 
-def _integers(numbers: pd.Series, parsed: Any) -> Any:
-    """Integer column: int64 without nulls; else float64 (exact below 2**53) or objects."""
-    if parsed.all():
-        return numbers.astype("Int64").to_numpy(dtype=np.int64)
-    ints = numbers.astype("Int64")
-    if (ints.abs().fillna(0) < _EXACT_FLOAT).all():
-        return ints.to_numpy(dtype=np.float64, na_value=np.nan)
-    cells = [int(v) if ok else None for v, ok in zip(ints.tolist(), parsed, strict=True)]
-    return np.array(cells, dtype=object)
+def _exact_integers(text: pd.Series, which: Any) -> Any:
+    """The cells ``which`` marks as Python ints, read exactly ("12", "1.0", "1e3", and
+    integers beyond 2**53 that a float would round), None where a cell is not an integer
+    (or not marked): an object array. This is the path of the chunks whose cells are not
+    all plain integers."""
+    exact = np.full(len(text), None, dtype=object)
+    # Plain integers of at most 18 digits (inside int64) by numpy, the rest one by one.
+    plain = which & text.astype(str).str.fullmatch(r"\s*[+-]?\d{1,18}\s*").to_numpy(dtype=np.bool_)
+    exact[plain] = text[plain].astype(str).str.strip().to_numpy(dtype=object).astype(np.int64).tolist()
+    for k in np.flatnonzero(which & ~plain):
+        cell = text.iloc[k]
+        try:
+            number = decimal.Decimal(str(cell).strip())
+        except decimal.InvalidOperation:
+            continue
+        if number.is_finite() and number == number.to_integral_value():
+            exact[k] = int(number)
+    return exact
+
+
+def _integers(exact: Any, present: Any) -> Any:
+    """Integer column from exact Python ints (None where absent): int64 without nulls; else
+    float64 (exact below 2**53) or objects."""
+    if present.all():
+        return exact.astype(np.int64)
+    if all(v is None or abs(v) < _EXACT_FLOAT for v in exact):
+        return np.where(present, exact, np.nan).astype(np.float64)
+    return exact
 
 
 def _raise_bad(text: pd.Series, bad: Any, expected: str, base: int, column: str) -> None:
