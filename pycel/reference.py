@@ -460,7 +460,8 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
     scale = 1
     if spec.window is not None and spec.window.on is not None:
         column = time_values(batch, spec.window.on)
-        times = {batch.offset + k: column[k] for k in range(n)}
+        # Python numbers: a difference of int64 times must not wrap around.
+        times = {batch.offset + k: column[k].item() for k in range(n)}
         if spec.window.unit == "seconds" and batch.schema.fields[spec.window.on] == "time":
             scale = 1_000_000_000  # timestamps are nanoseconds
     _check_join_floats(spec.body, batch)

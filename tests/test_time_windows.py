@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -88,3 +89,47 @@ def test_integer_time_windows_equal_the_reference(
     pattern = pycel.seq(u, pycel.plus(d)).within(size, on=Tick.at)
     cuts = sorted(c for c in set(cuts) if 0 < c < len(events))
     assert _engine(pattern, events, cuts) == evaluate(pattern, events).keys()
+
+
+def test_times_at_both_ends_of_int64_are_far_apart() -> None:
+    """time(end) - time(start) of -(2**63 - 1) and 2**63 - 1 is 2**64 - 2, not -2 (the
+    reference once subtracted int64 values, which wrap around, and found a match)."""
+    u, d = pycel.alias(Up, "u"), pycel.alias(Down, "d")
+    pattern = pycel.seq(u, d).within(5, on=Tick.at)
+    events: list[pycel.Event] = [Up(x=0, at=-(2**63) + 1), Down(x=0, at=2**63 - 1)]
+    assert list(evaluate(pattern, events)) == []
+    assert len(pycel.compile(pattern).run(events)) == 0
+
+
+@pytest.mark.parametrize(("seconds", "fits"), [(1e300, True), (1e10, True), (9.47e9, True), (9.4e9, False), (5e9, False)])
+def test_windows_longer_than_int64_nanoseconds(seconds: float, fits: bool) -> None:
+    """Two timestamps 300 years apart (9.47e9 s, more nanoseconds than int64 holds): a
+    window of 1e300 s (infinite in nanoseconds as a float) raised OverflowError, and one of
+    1e10 s was cut to int64's 292 years, so neither found the pair."""
+    o, c = pycel.alias(Open, "o"), pycel.alias(Close, "c")
+    pattern = pycel.seq(o, c).within(seconds=seconds, on=Stamped.ts)
+    for tail in ([], [Close(ts=datetime(2100, 1, 1))]):  # a horizon, a later event
+        events: list[pycel.Event] = [Open(ts=datetime(1800, 1, 1)), Close(ts=datetime(2100, 1, 1)), *tail]
+        expected = evaluate(pattern, events)
+        assert bool(expected) == fits
+        assert pycel.compile(pattern).run(events).keys() == expected.keys()
+        ended = pycel.seq(o, pycel.absent(pycel.alias(Open, "x"))).within(seconds=seconds, on=Stamped.ts)
+        assert pycel.compile(ended).run(events).keys() == evaluate(ended, events).keys()
+
+
+class Reading(pycel.Event):
+    at: pycel.Field[float]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
+def test_a_float_time_must_be_finite(bad: float) -> None:
+    """inf - inf is no duration: the engine matched two events at inf inside a window of 5,
+    the reference did not. Both refuse such a time, naming the row (NaN is a missing time,
+    refused as such)."""
+    a, b = pycel.alias(Reading, "a"), pycel.alias(Reading, "b")
+    pattern = pycel.seq(a, b).within(5, on=Reading.at)
+    events: list[pycel.Event] = [Reading(at=1.0), Reading(at=bad), Reading(at=bad)]
+    with pytest.raises(pycel.DataError, match="finite number.*row 1"):
+        pycel.compile(pattern).run(events)
+    with pytest.raises(pycel.DataError, match="finite number.*row 1"):
+        evaluate(pattern, events)

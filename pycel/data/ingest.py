@@ -104,6 +104,9 @@ def time_values(batch: EventBatch, attr: str, previous: float | None = None) -> 
             row=k,
             column=attr,
         )
+    if values.dtype.kind == "f" and not np.isfinite(values).all():  # inf - inf is no duration
+        k = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise DataError(f"the window's time must be a finite number, got {values[k]}", row=k, column=attr)
     if len(values):
         prev = np.concatenate([[values[0] if previous is None else previous], values[:-1]])
         back = np.flatnonzero(values < prev)

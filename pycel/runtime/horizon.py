@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
@@ -42,6 +41,7 @@ import numpy.typing as npt
 
 from pycel.data.matches import Matches, gather
 from pycel.plan.planner import Plan
+from pycel.runtime.windows import integer_reach, plus_saturating
 
 Ints = npt.NDArray[np.int64]
 _I64_MAX = 2**63 - 1
@@ -102,9 +102,7 @@ def within_reach(
     if unit == "events":
         return np.asarray(later - earlier <= np.int64(reach))
     if later_time.dtype.kind in "iu" and earlier_time.dtype.kind in "iu":
-        step = min(math.floor(reach), _I64_MAX)
-        start = earlier_time.astype(np.int64)
-        top = np.where(start > _I64_MAX - step, _I64_MAX, start + np.int64(step))
+        top = plus_saturating(earlier_time.astype(np.int64), integer_reach(reach))
         return np.asarray(later_time.astype(np.int64) <= top)
     return np.asarray(later_time.astype(np.float64) - earlier_time.astype(np.float64) <= reach)
 
@@ -333,7 +331,7 @@ class Horizon:
         if last is None:
             return False
         if isinstance(start, int) and isinstance(last, int):
-            return last > min(start + min(math.floor(self.reach), _I64_MAX), _I64_MAX)
+            return last > min(start + integer_reach(self.reach), _I64_MAX)
         return not float(last) - float(start) <= self.reach
 
     def _emit(self, decided: Ints) -> Ints:

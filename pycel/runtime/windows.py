@@ -39,6 +39,32 @@ def window_reach(plan: Plan, schema: Schema) -> float:
     return size
 
 
+def integer_reach(size: float) -> int:
+    """A time window of ``size`` on integer times as a Python int: floor(size), at most
+    2**64 (two int64 times are never further apart; ``within(seconds=1e300)`` in
+    nanoseconds is infinite as a float). time(end) − time(start) ≤ size holds exactly when
+    the difference is at most that int."""
+    return 2**64 if not size < 2**64 else math.floor(size)
+
+
+def minus_saturating(times: Ints, amount: int) -> Ints:
+    """``times`` − ``amount`` (≥ 0, any Python int), at least the int64 minimum."""
+    while amount > 0:  # in steps that fit int64 (at most three)
+        step = min(amount, _I64_MAX)
+        times = np.maximum(times, np.int64(_I64_MIN + step)) - np.int64(step)
+        amount -= step
+    return times
+
+
+def plus_saturating(times: Ints, amount: int) -> Ints:
+    """``times`` + ``amount`` (≥ 0, any Python int), at most the int64 maximum."""
+    while amount > 0:
+        step = min(amount, _I64_MAX)
+        times = np.minimum(times, np.int64(_I64_MAX - step)) + np.int64(step)
+        amount -= step
+    return times
+
+
 def window_times(plan: Plan, batch: EventBatch, last_time: int | float | None) -> npt.NDArray[Any]:
     """The window time of each event of ``batch``: int64 for integer times (exact), else
     float64. Raises DataError when time goes backwards (``last_time``: the stream's last)."""
@@ -65,8 +91,7 @@ def time_window_starts(
     if times.dtype.kind in "iu":
         # Integer times stay integers: time(end) - time(start) <= size holds exactly when
         # time(start) >= time(end) - floor(size); float64 would round above 2**53 (ns).
-        reach = min(math.floor(size), _I64_MAX)
-        lower = np.maximum(times, np.int64(_I64_MIN + reach)) - np.int64(reach)
+        lower: npt.NDArray[Any] = minus_saturating(times, integer_reach(size))
     else:
         lower = times - size
     all_t = np.concatenate([tail_time.astype(times.dtype, copy=False), times])
