@@ -349,3 +349,19 @@ def test_partition_slots_put_each_range_in_its_own_hash_partition() -> None:
         assert len(set(slots)) == count
         assert [spark_long_hash(v) % count for v in slots] == list(range(count))
     assert len({spark_long_hash(v) % 8 for v in range(8)}) < 8  # the range numbers collide
+
+
+def test_a_window_longer_than_the_keys_range_gives_thresholds_spark_can_hold() -> None:
+    """within(seconds=1e300) on timestamps: the span is infinite as a float; it is cut to
+    2**64 (no two integer keys are further apart) and the thresholds to Spark's long
+    (a literal beyond it failed the job in Py4J), still reaching every key."""
+    o, c = pycel.alias(TYPES[0], "o"), pycel.alias(TYPES[1], "c")
+    query = pycel.compile(pycel.seq(o, c).within(seconds=1e300, on=Base.time))
+    span = window_span(query, "integer")
+    assert span == 2**64 + 1
+    assert window_span(query, "micros") == 2**64 + 1
+    lows, highs = [-(2**62), 0, 2**62], [-1, 2**62 - 1, 2**63 - 1]
+    back, reach = time_thresholds(lows, highs, span)
+    assert back == (-(2**63),) * 3 and reach == 2  # every earlier range is in every halo
+    ahead, forward = ahead_thresholds(lows, highs, span)
+    assert ahead == (2**63 - 1,) * 3 and forward == 2

@@ -217,18 +217,24 @@ def time_key(query: CompiledQuery, schema: T.StructType) -> tuple[Column, int | 
     return F.col(column).cast("double"), window_span(query, "float")
 
 
+def _ceil_in_keys(span: float) -> int:
+    """ceil(span), at most 2**64: no two integer keys are further apart (a float span may
+    be infinite)."""
+    return 2**64 if not span < 2**64 else math.ceil(span)
+
+
 def window_span(query: CompiledQuery, kind: str) -> int | float:
     """The time window's span, rounded up, for time keys of ``kind``: ``"micros"``
     (a timestamp column), ``"integer"`` (an integral column: nanoseconds for a
     ``Timestamp`` attribute, else the attribute's own unit) or ``"float"``."""
     size = query.window_size
     if kind == "micros":
-        return math.ceil(size * 1_000_000) + 1
+        return _ceil_in_keys(size * 1_000_000) + 1
     if kind == "integer":
         timestamp = (
             query.window_unit == "seconds" and query.schema.fields.get(query.time_attribute or "") == "time"
         )
-        return math.ceil(size * 1_000_000_000 if timestamp else size) + 1
+        return _ceil_in_keys(size * 1_000_000_000 if timestamp else size) + 1
     return size * (1 + 1e-9) + 1e-9
 
 
@@ -469,7 +475,7 @@ def time_thresholds(
 
         time_thresholds([0, 10, None], [9, 19, None], 5)  # ((-5, 5, None), 1)
     """
-    thresholds = tuple(None if lo is None else lo - span for lo in lows)
+    thresholds = tuple(None if lo is None else _in_long(lo - span) for lo in lows)
     # A halo of range j reaches back to range i when i holds a time at or above j's threshold.
     reach = 1
     for j, limit in enumerate(thresholds):
@@ -491,7 +497,7 @@ def ahead_thresholds(
 
         ahead_thresholds([0, 10, None], [9, 19, None], 5)  # ((14, 24, None), 1)
     """
-    thresholds = tuple(None if hi is None else hi + span for hi in highs)
+    thresholds = tuple(None if hi is None else _in_long(hi + span) for hi in highs)
     reach = 1
     for i, limit in enumerate(thresholds):
         if limit is None:
@@ -499,6 +505,15 @@ def ahead_thresholds(
         latest = next((j for j in range(len(lows) - 1, i, -1) if _at_most(lows[j], limit)), i)
         reach = max(reach, latest - i)
     return thresholds, reach
+
+
+def _in_long(threshold: int | float) -> int | float:
+    """An integer threshold clamped to Spark's long (a window longer than the keys' range,
+    such as ``within(seconds=1e300)``, reaches every key: the clamped value still does);
+    a float one as it is (infinite thresholds compare as they should)."""
+    if isinstance(threshold, int):
+        return max(min(threshold, 2**63 - 1), -(2**63))
+    return threshold
 
 
 def _at_least(value: int | float | None, limit: int | float) -> bool:
