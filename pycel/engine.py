@@ -23,8 +23,10 @@ import attrs
 
 from pycel.data.ingest import DEFAULT_TYPE_COLUMN
 from pycel.data.matches import Matches, by_end
+from pycel.errors import UnsupportedError
 from pycel.language.clauses import split_query
 from pycel.language.events import Event
+from pycel.limits import MAX_ATOMS
 from pycel.plan.planner import Plan, plan_query
 from pycel.runtime.residual import check_consumable
 from pycel.runtime.stream import Stream
@@ -75,7 +77,13 @@ def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQu
 
         query = pycel.compile(pycel.seq(Sell, Buy).within(events=100))
     """
-    plan = plan_query(split_query(pattern), types, repr(pattern))
+    try:
+        plan = plan_query(split_query(pattern), types, repr(pattern))
+    except RecursionError:  # the passes over the pattern recurse once per nesting level
+        raise UnsupportedError(
+            f"the pattern is nested too deeply to compile (the engine supports at most {MAX_ATOMS} "
+            "atoms per pattern; a long seq(...) nests one level per part)"
+        ) from None
     if plan.post_filters is not None and plan.consume != 0:
         check_consumable(plan.post_filters, plan.schema, plan.variables)
     return CompiledQuery(**attrs.asdict(plan, recurse=False))

@@ -137,3 +137,13 @@ def test_an_annotation_without_field_is_named_in_the_errors() -> None:
     events = [Tick(venue="X"), Tick(venue="Y")]
     assert pycel.compile(pattern).run(events).keys() == pycel.reference.evaluate(pattern, events).keys()
     assert not hasattr(Tick, "nothing")
+
+
+@pytest.mark.parametrize("parts", [63, 400, 3000])
+def test_a_pattern_with_too_many_parts_is_refused_clearly(parts: int) -> None:
+    """seq(a, a, ...) nests one level per part: 400 parts ended in a bare RecursionError
+    in the planner's passes; any length gets the engine's atom limit in its message."""
+    many = pycel.seq(*[r] * parts)
+    with warnings.catch_warnings(), pytest.raises(pycel.UnsupportedError, match="at most 62 atoms"):
+        warnings.simplefilter("ignore", PatternWarning)  # (r is bound many times over)
+        pycel.compile(many)
