@@ -126,15 +126,15 @@ class Horizon:
     Besides those arrays in arrival order it keeps two indexes, so that a push reads only
     the entries it decides, not every pending one:
 
-    * ``by_key``: the undecided entries ordered by (key, number). An entry found before
-      this push ends before every blocking event of the push, so the first blocking event
-      of its key decides it: dropped if inside its window, else its window has passed.
-      All of a blocked key's entries are therefore decided at once, and its whole range
-      leaves the index.
-    * ``by_start``: the entries ordered by their start (``start_keys``: position for a
-      count window, time for a time window) from ``head`` on; the window has passed exactly for a prefix of
-      that order (the stream's last position or time only grows), which leaves by moving
-      ``head``.
+    * by key (``key_keys``, ``key_ids``): the undecided entries ordered by (key,
+      number). An entry found before this push ends before every blocking event of the
+      push, so the first blocking event of its key decides it: dropped if inside its
+      window, else its window has passed. All of a blocked key's entries are therefore
+      decided at once, and its whole range leaves the index.
+    * by start (``by_start``, ``start_keys``): the entries ordered by their start
+      (position for a count window, time for a time window) from ``head`` on; the window
+      has passed exactly for a prefix of that order (the stream's last position or time
+      only grows), which leaves by moving ``head``.
 
     A push costs O((f + b) log(f + b) + b log P) searches for f new matches, b blocking
     events and P pending, plus the entries it decides and copying the two indexes (one
@@ -158,7 +158,8 @@ class Horizon:
     # Per group (an end's matches): its first entry and how many are undecided.
     group_first: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
     group_left: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
-    by_key: npt.NDArray[np.void] = attrs.field(factory=lambda: key_order(_NONE, _NONE))
+    key_keys: Ints = attrs.field(factory=lambda: _NONE)  # the key index: keys, ascending
+    key_ids: Ints = attrs.field(factory=lambda: _NONE)  # and the entry numbers
     by_start: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))  # entry numbers
     start_keys: npt.NDArray[Any] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))  # their starts
     head: int = 0
@@ -241,13 +242,14 @@ class Horizon:
         if np.any(found.ends[1:] < found.ends[:-1]):  # (the loops find them by end)
             order = np.argsort(found.ends, kind="stable")
             found, keys, start_times = gather(found, order), keys[order], start_times[order]
+        keys = keys.astype(np.int64)
         first = len(self.ends)
         ids = np.arange(first, first + len(found), dtype=np.int64)
         self.chunks.append(found)
         self.chunk_first.append(first)
         self.starts = np.concatenate([self.starts, found.starts])
         self.ends = np.concatenate([self.ends, found.ends])
-        self.entry_keys = np.concatenate([self.entry_keys, keys.astype(np.int64)])
+        self.entry_keys = np.concatenate([self.entry_keys, keys])
         if not len(self.entry_times):
             self.entry_times = start_times.copy()
         else:
@@ -262,9 +264,11 @@ class Horizon:
         self.group_first = np.concatenate([self.group_first, starts_at])
         self.group_left = np.concatenate([self.group_left, np.diff(np.append(starts_at, first + len(found)))])
         # The indexes: one insertion each (the new entries in their own order first).
-        by_key = np.lexsort((ids, keys))
-        codes = key_order(keys[by_key], ids[by_key])
-        self.by_key = np.insert(self.by_key, np.searchsorted(self.by_key, codes), codes)
+        # (a new entry's number is above every held one: it goes after its key's)
+        by_key = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self.key_keys, keys[by_key], side="right")
+        self.key_keys = np.insert(self.key_keys, at, keys[by_key])
+        self.key_ids = np.insert(self.key_ids, at, ids[by_key])
         new_keys = found.starts if self.unit == "events" else start_times
         order = np.argsort(new_keys, kind="stable")
         held = self.start_keys.astype(new_keys.dtype) if len(self.start_keys) else new_keys[:0]
@@ -277,19 +281,17 @@ class Horizon:
 
     def _kill(self, block: Blocking, new: Ints) -> Ints:
         """Drop the entries with a blocking event of their key inside their window; every
-        earlier entry of a blocked key is decided now and leaves ``by_key``. The
+        earlier entry of a blocked key is decided now and leaves the key index. The
         entries dropped."""
         blocked = np.unique(block.keys)
-        lo_codes = key_order(blocked, np.full(len(blocked), -(2**63), dtype=np.int64))
-        hi_codes = key_order(blocked, np.full(len(blocked), 2**63 - 1, dtype=np.int64))
-        lo = np.searchsorted(self.by_key, lo_codes)
-        hi = np.searchsorted(self.by_key, hi_codes, side="right")
-        counts = hi - lo
-        at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
-        # The entry numbers are the codes' low 8 bytes (see key_order).
-        held = self.by_key[at].view(">u8").reshape(-1, 2)[:, 1].astype(np.uint64) ^ _SIGN
-        candidates = held.view(np.int64)
-        candidates = candidates[self.state[candidates] == _UNDECIDED]
+        lo = np.searchsorted(self.key_keys, blocked)
+        counts = np.searchsorted(self.key_keys, blocked, side="right") - lo
+        total = int(counts.sum())
+        if not total:
+            return _NONE
+        at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
+        held = self.key_ids[at]
+        candidates = held[self.state[held] == _UNDECIDED]
         found, first = block.first_after(self.entry_keys[candidates], self.ends[candidates])
         time = block.times[first] if len(block.times) else block.times
         starts, times = self.starts[candidates], self.entry_times[candidates]
@@ -299,10 +301,8 @@ class Horizon:
         self.gone += len(killed)
         # The entries found before this push are all decided (killed, or passed below):
         # their ranges leave the index; this push's survivors stay (a later block decides).
-        keep = np.ones(len(self.by_key), dtype=np.bool_)
-        old = held.view(np.int64) < (new[0] if len(new) else len(self.ends))
-        keep[at[old | (self.state[held.view(np.int64)] == _KILLED)]] = False
-        self.by_key = self.by_key[keep]
+        gone = (held < (new[0] if len(new) else len(self.ends))) | (self.state[held] == _KILLED)
+        self.key_keys, self.key_ids = np.delete(self.key_keys, at[gone]), np.delete(self.key_ids, at[gone])
         return killed
 
     def _pass(self) -> Ints:
