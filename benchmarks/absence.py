@@ -32,6 +32,8 @@ no absence.
 
     python benchmarks/absence.py                    # 1M events, windows 1000, 10000, 100000
     python benchmarks/absence.py --events 200000 --windows 1000,10000 --repeat 1
+    python benchmarks/absence.py --events 200000 --keys 100000 --windows 1000,100000 \\
+        --repeat 1 --strategies "" --push-sizes 100,1000
 
 Results: printed, and written to benchmarks/results/absence.md.
 """
@@ -45,6 +47,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -172,6 +175,37 @@ def pairs(matches: pycel.Matches) -> set[tuple[int, int]]:
     return set(zip(frame["o"].tolist(), frame["d"].tolist(), strict=True))
 
 
+def pushed(query: pycel.CompiledQuery, events: pd.DataFrame, size: int) -> tuple[float, set[Any]]:
+    """(CPU seconds, match keys) of ``events`` pushed into a stream ``size`` at a time, then
+    closed (the matches still waiting leave)."""
+    stream = query.stream()
+    keys: set[Any] = set()
+    began = time.process_time()
+    for lo in range(0, len(events), size):
+        keys |= stream.push(events.iloc[lo : lo + size]).keys()
+    keys |= stream.close().keys()
+    return time.process_time() - began, keys
+
+
+def push_rows(events: pd.DataFrame, windows: list[int], sizes: list[int]) -> list[str]:
+    """Table rows: events/CPU-s of the absences at the end, at the start and between parts,
+    pushed in batches of each size; each equal to one run over all the events."""
+    rows = []
+    for w in windows:
+        queries = [edge_query(w, True), edge_query(w, False), absence_query(w)]
+        whole = [q.run(events).keys() for q in queries]
+        for size in sizes:
+            rates = []
+            for q, want in zip(queries, whole, strict=True):
+                took, got = pushed(q, events, size)
+                if got != want:
+                    raise SystemExit(f"window {w}, pushes of {size}: not the matches of one run")
+                rates.append(f"{len(events) / took / 1e6:.3f}M")
+            rows.append(f"| {w:,} | {size:,} | " + " | ".join(rates) + " |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def timed(f: Callable[[], object], repeat: int) -> tuple[float, object]:
     """(median CPU seconds of ``repeat`` calls after an untimed one, the last result)."""
     result = f()
@@ -194,6 +228,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--strategies", default="last,next,max", help="comma-separated; '' for none")
     parser.add_argument("--no-edges", dest="edges", action="store_false", help="skip absences at the ends")
+    parser.add_argument(
+        "--push-sizes", default="", help="also push the edges and the absence between in batches of these"
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "absence.md"))
     args = parser.parse_args()
     events = workflow(args.events, args.keys, args.cancel)
@@ -296,6 +333,18 @@ def main() -> None:
                 f"| {took:.3f} | {every_s:.3f} |"
             )
             print(lines[-1], flush=True)
+    sizes = [int(x) for x in args.push_sizes.split(",") if x]
+    if sizes:
+        lines += [
+            "",
+            "Pushed in batches (events/CPU-s, one run each; the same matches as one run): "
+            "`seq(o, absent(Deliver))` (end), `seq(absent(Order), d)` (start), "
+            "`seq(o, absent(c), d)` (between), per order id.",
+            "",
+            "| window | push size | end | start | between |",
+            "|---|---|---|---|---|",
+            *push_rows(events, [int(x) for x in args.windows.split(",")], sizes),
+        ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
