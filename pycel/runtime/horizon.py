@@ -146,7 +146,7 @@ class Horizon:
     variables: tuple[str, ...]
     last_position: int = -1
     last_time: int | float | None = None
-    # Entries in arrival order (number i = row i), and their matches in chunks.
+    # Entries in arrival order (number i = row i, i < size), and their matches in chunks.
     starts: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
     ends: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
     entry_keys: Ints = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
@@ -164,6 +164,8 @@ class Horizon:
     start_keys: npt.NDArray[Any] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))  # their starts
     head: int = 0
     gone: int = 0  # entries killed or emitted (compaction drops them)
+    size: int = 0  # entries held (the arrays above have room for more)
+    groups: int = 0
 
     @classmethod
     def of(cls, plan: Plan, reach: float) -> Horizon:
@@ -189,7 +191,7 @@ class Horizon:
     @property
     def waiting(self) -> int:
         """How many matches wait (for their window to pass, or for their end's others)."""
-        return int(np.count_nonzero((self.state == _UNDECIDED) | (self.state == _PASSED)))
+        return len(self._waiting_entries())
 
     @property
     def pending(self) -> Matches:
@@ -243,26 +245,25 @@ class Horizon:
             order = np.argsort(found.ends, kind="stable")
             found, keys, start_times = gather(found, order), keys[order], start_times[order]
         keys = keys.astype(np.int64)
-        first = len(self.ends)
-        ids = np.arange(first, first + len(found), dtype=np.int64)
+        first, count = self.size, len(found)
+        ids = np.arange(first, first + count, dtype=np.int64)
         self.chunks.append(found)
         self.chunk_first.append(first)
-        self.starts = np.concatenate([self.starts, found.starts])
-        self.ends = np.concatenate([self.ends, found.ends])
-        self.entry_keys = np.concatenate([self.entry_keys, keys])
-        if not len(self.entry_times):
-            self.entry_times = start_times.copy()
-        else:
-            self.entry_times = np.concatenate([self.entry_times.astype(start_times.dtype), start_times])
-        self.state = np.concatenate([self.state, np.zeros(len(found), dtype=np.int8)])
+        self.starts = _appended(self.starts, first, found.starts)
+        self.ends = _appended(self.ends, first, found.ends)
+        self.entry_keys = _appended(self.entry_keys, first, keys)
+        self.entry_times = _appended(self.entry_times, first, start_times)
+        self.state = _appended(self.state, first, np.zeros(count, dtype=np.int8))
         # Groups: a new one wherever the end changes (the first end is past every held one).
-        new_group = np.ones(len(found), dtype=np.bool_)
+        new_group = np.ones(count, dtype=np.bool_)
         new_group[1:] = found.ends[1:] != found.ends[:-1]
         starts_at = ids[new_group]
-        group = len(self.group_first) + np.cumsum(new_group) - 1
-        self.group = np.concatenate([self.group, group])
-        self.group_first = np.concatenate([self.group_first, starts_at])
-        self.group_left = np.concatenate([self.group_left, np.diff(np.append(starts_at, first + len(found)))])
+        self.group = _appended(self.group, first, self.groups + np.cumsum(new_group) - 1)
+        self.group_first = _appended(self.group_first, self.groups, starts_at)
+        sizes = np.diff(np.append(starts_at, first + count))
+        self.group_left = _appended(self.group_left, self.groups, sizes)
+        self.size += count
+        self.groups += len(starts_at)
         # The indexes: one insertion each (the new entries in their own order first).
         # (a new entry's number is above every held one: it goes after its key's)
         by_key = np.argsort(keys, kind="stable")
@@ -301,7 +302,7 @@ class Horizon:
         self.gone += len(killed)
         # The entries found before this push are all decided (killed, or passed below):
         # their ranges leave the index; this push's survivors stay (a later block decides).
-        gone = (held < (new[0] if len(new) else len(self.ends))) | (self.state[held] == _KILLED)
+        gone = (held < (new[0] if len(new) else self.size)) | (self.state[held] == _KILLED)
         self.key_keys, self.key_ids = np.delete(self.key_keys, at[gone]), np.delete(self.key_ids, at[gone])
         return killed
 
@@ -342,7 +343,7 @@ class Horizon:
         done = np.unique(groups[self.group_left[groups] == 0])
         if not len(done):
             return np.zeros(0, dtype=np.int64)
-        stop = np.append(self.group_first, len(self.ends))[done + 1]
+        stop = np.append(self.group_first[: self.groups], self.size)[done + 1]
         sizes = stop - self.group_first[done]
         ids = np.repeat(self.group_first[done] - np.cumsum(sizes) + sizes, sizes) + np.arange(
             int(sizes.sum()), dtype=np.int64
@@ -355,7 +356,8 @@ class Horizon:
     # -- matches and memory --------------------------------------------------------------
 
     def _waiting_entries(self) -> Ints:
-        return np.flatnonzero((self.state == _UNDECIDED) | (self.state == _PASSED)).astype(np.int64)
+        state = self.state[: self.size]
+        return np.flatnonzero((state == _UNDECIDED) | (state == _PASSED)).astype(np.int64)
 
     def _gather(self, ids: Ints) -> Matches:
         """The matches of entries ``ids`` (ascending), one Matches."""
@@ -371,7 +373,7 @@ class Horizon:
 
     def _compact_if_sparse(self) -> None:
         """Drop the killed and emitted entries once they outnumber the live ones."""
-        total = len(self.ends)
+        total = self.size
         if self.gone <= total - self.gone + COMPACT_SLACK:
             return
         # The live ones again, undecided: the next push finds again that the window of
@@ -382,6 +384,21 @@ class Horizon:
         fresh._append(matches, keys, times)
         for field in attrs.fields(Horizon):
             setattr(self, field.name, getattr(fresh, field.name))
+
+
+def _appended(array: npt.NDArray[Any], size: int, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``array`` holding ``values`` after its first ``size`` items: the same array if it has
+    room, else one twice as large (amortized O(1) per item); in ``values``' dtype if they
+    differ (int times, then float ones)."""
+    if array.dtype != values.dtype:
+        array = array.astype(values.dtype)
+    need = size + len(values)
+    if need > len(array):
+        grown = np.empty(max(2 * len(array), need, 64), dtype=array.dtype)
+        grown[:size] = array[:size]
+        array = grown
+    array[size:need] = values
+    return array
 
 
 def key_order(keys: Ints, positions: Ints) -> npt.NDArray[np.void]:
