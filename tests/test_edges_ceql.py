@@ -139,3 +139,120 @@ def test_a_seconds_window_on_a_timestamp_is_not_warned() -> None:
         warnings.simplefilter("error")
         ceql.parse_query("SELECT * FROM S WHERE A ; B WITHIN 1 MINUTES", decl)
         ceql.parse_query("SELECT * FROM S WHERE SELL ; BUY WITHIN 60000 [stock_time]", DECL)
+
+
+# -- text that used to be read wrongly or crash the parser -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("SELECT * FROM S WHERE SELL AS s ; BUY AS b /* note WITHIN 2 EVENTS", 1, 44),
+        ("SELECT * FROM S\nWHERE SELL AS s ; BUY AS b\n  /* note\nWITHIN 2 EVENTS", 3, 3),
+        ("SELECT * FROM S WHERE SELL /*", 1, 28),
+    ],
+)
+def test_an_unterminated_block_comment_is_a_syntax_error(text: str, line: int, column: int) -> None:
+    """An unterminated '/*' swallowed the rest of the query (its WITHIN clause) silently."""
+    err = syntax_error(text)
+    assert str(err).startswith("unterminated comment")
+    assert (err.line, err.column) == (line, column)
+    with pytest.raises(pycel.CeqlSyntaxError, match="unterminated comment"):
+        ceql.parse_declaration("CREATE STREAM S { EVENT A { x: int } } /* the end")
+    assert ceql.parse_query("SELECT * FROM S WHERE SELL /* a */ ; BUY /**/", DECL) == ceql.parse_query(
+        "SELECT * FROM S WHERE SELL ; BUY", DECL
+    )
+
+
+@pytest.mark.parametrize(
+    ("predicate", "column"),
+    [
+        ("price < 1e999", 50),
+        ("price < -1e999", 50),
+        ("price < 1 + 1.5e400", 54),
+        ("price IN {1, 1e999}", 55),
+        ("price IN {-1e999, 1}", 52),
+        ("price IN {1..1e999}", 55),
+        ("price IN {..1e999}", 54),
+        ("price IN RANGE(0, 1e999)", 60),
+    ],
+)
+def test_a_float_constant_that_overflows_has_its_line_and_column(predicate: str, column: int) -> None:
+    """1e999 was read as infinity: explain printed 's.price < inf'."""
+    with pytest.raises(pycel.PatternError, match=rf"infinity\) \(line 1, column {column}\)") as caught:
+        ceql.parse_query(f"SELECT * FROM S WHERE SELL AS s FILTER s[{predicate}]", DECL)
+    assert "is outside the range of 64-bit floats" in str(caught.value)
+    assert str(caught.value).count("(line ") == 1
+    small = ceql.parse_query("SELECT * FROM S WHERE SELL AS s FILTER s[price > 1e-999]", DECL)
+    assert "s.price > 0.0" in repr(small)
+
+
+def _deep(query: str) -> pycel.CeqlSyntaxError:
+    """The syntax error of a query nested too deeply (never a RecursionError)."""
+    err = syntax_error(query)
+    assert str(err).startswith("query nested too deeply (more than "), str(err)
+    return err
+
+
+def test_deep_nesting_is_a_syntax_error_not_a_recursion_error() -> None:
+    """500 parentheses, a 1000-term sum or a 400-atom sequence ended in RecursionError
+    (the command line's "internal error"): in the parser, or later in the engine."""
+    head = "SELECT * FROM S WHERE "
+    err = _deep(head + "(" * 500 + "SELL" + ")" * 500)
+    assert (err.line, err.column) == (1, len(head) + ceql.MAX_NESTING + 1)
+    assert f"(more than {ceql.MAX_NESTING} parentheses, NOTs or signs inside each other)" in str(err)
+    query = head + "SELL AS s FILTER s[volume > 1" + " + 1" * 1000 + "]"
+    err = _deep(query)
+    assert err.line == 1 and query[err.column - 1] == "+"
+    assert f"(more than {ceql.MAX_DEPTH} levels)" in str(err)
+    query = head + " ; ".join(f"SELL AS s{i}" for i in range(400))
+    err = _deep(query)
+    assert err.line == 1 and query[err.column - 1] == ";"
+    assert str(err).startswith(
+        f"query nested too deeply (more than {ceql.MAX_DEPTH} levels; "
+        "the engine supports at most 62 atoms per pattern) at line 1"
+    )
+    for body in (
+        "SELL AS s FILTER s[" + "(" * 300 + "volume > 1" + ")" * 300 + "]",
+        "SELL AS s FILTER s[" + "NOT " * 300 + "(volume > 1)]",
+        "SELL AS s FILTER s[volume > " + "- " * 300 + "volume]",
+        "SELL AS s FILTER s[volume > 1" + " * 1" * 300 + "]",
+        "SELL AS s FILTER " + "(" * 300 + "s[volume > 1]" + ")" * 300,
+        "SELL AS s FILTER s[volume > 1]" + " AND s[volume > 1]" * 1000,
+        "SELL AS s FILTER s[volume > 1]" + " OR s[volume > 1]" * 1000,
+        "SELL AS s" + " FILTER s[volume > 1]" * 300,
+        "SELL" + "+" * 300,
+        "SELL" + " AS x" * 300,
+        " OR ".join(["SELL"] * 300),
+        "NOT(SELL FILTER SELL[" + "(" * 300 + "volume > 1" + ")" * 300 + "])",
+    ):
+        _deep(head + body)
+
+
+def test_nesting_below_the_limit_parses() -> None:
+    head = "SELECT * FROM S WHERE "
+    n = ceql.MAX_NESTING
+    ceql.parse_query(head + "(" * n + "SELL" + ")" * n, DECL)
+    ceql.parse_query(head + "SELL AS s FILTER s[" + "(" * n + "volume > 1" + ")" * n + "]", DECL)
+    ceql.parse_query(head + "SELL AS s FILTER s[" + "NOT " * n + "volume > 1]", DECL)
+    ceql.parse_query(head + "SELL AS s FILTER s[volume > 1" + " + 1" * (ceql.MAX_DEPTH - 3) + "]", DECL)
+    pattern = ceql.parse_query(
+        head + " ; ".join(f"SELL AS s{i}" for i in range(62)) + " FILTER s0[volume > 1] WITHIN 5 EVENTS",
+        DECL,
+    )
+    assert len(ceql.bound_variables(pattern)) == 62
+
+
+def test_a_leading_byte_order_mark_is_skipped() -> None:
+    """A query or declaration saved with a UTF-8 BOM was "unexpected character '\\ufeff'"."""
+    text = "SELECT * FROM S WHERE SELL AS s ; BUY AS b WITHIN 5 EVENTS"
+    assert ceql.parse_query("\ufeff" + text, DECL) == ceql.parse_query(text, DECL)
+    decl = ceql.parse_declaration("\ufeffCREATE STREAM S { EVENT A { x: int } }")
+    assert list(decl) == ["A"]
+    err = syntax_error("\ufeffSELECT * FROM S\nWHERE SELL ;; BUY")
+    assert (err.line, err.column) == (2, 13)
+    err = syntax_error("\ufeffSELECT * FROM S WHERE SELL ;; BUY")
+    assert (err.line, err.column) == (1, 29)
+    assert [t.column for t in ceql.tokenize("\ufeffSELECT *")][:2] == [1, 8]
+    err = syntax_error("SELECT * FROM S WHERE SELL ; \ufeffBUY")  # only a leading one
+    assert "unexpected character '\\ufeff'" in str(err)

@@ -25,13 +25,15 @@ Example::
 """
 
 from ._declaration import TYPE_NAMES, Declaration, event_class, parse_declaration, to_declaration
-from ._lexer import KEYWORDS, quote_ident, quote_string, tokenize
+from ._lexer import KEYWORDS, MAX_DEPTH, MAX_NESTING, quote_ident, quote_string, tokenize
 from ._predicate import search_regex, searched_regex
 from ._printer import cel_to_ceql, expr_to_ceql, sql_like_to_regex, to_ceql
 from ._query import CeqlWarning, bound_variables, parse_query
 
 __all__ = [
     "KEYWORDS",
+    "MAX_DEPTH",
+    "MAX_NESTING",
     "TYPE_NAMES",
     "CeqlWarning",
     "Declaration",

@@ -105,15 +105,15 @@ class FilterParser:
         inside ``NOT(…)``, where it may name only the negated event type)."""
         left = self.filter_and(node, negated)
         while self.cur.at_keyword("OR") and self._filter_atom_ahead(1):
-            self.cur.next()
-            left = FilterTree("or", left=left, right=self.filter_and(node, negated))
+            tok = self.cur.next()
+            left = self.cur.built(FilterTree("or", left=left, right=self.filter_and(node, negated)), tok)
         return left
 
     def filter_and(self, node: Pattern, negated: bool) -> FilterTree:
         left = self.filter_primary(node, negated)
         while self.cur.at_keyword("AND") and self._filter_atom_ahead(1):
-            self.cur.next()
-            left = FilterTree("and", left=left, right=self.filter_primary(node, negated))
+            tok = self.cur.next()
+            left = self.cur.built(FilterTree("and", left=left, right=self.filter_primary(node, negated)), tok)
         return left
 
     def _filter_atom_ahead(self, k: int) -> bool:
@@ -130,8 +130,9 @@ class FilterParser:
 
     def filter_primary(self, node: Pattern, negated: bool) -> FilterTree:
         cur = self.cur
-        if cur.accept_op("("):
-            tree = self.filter_tree(node, negated=negated)
+        if (paren := cur.accept_op("(")) is not None:
+            with cur.nested(paren):
+                tree = self.filter_tree(node, negated=negated)
             cur.expect_op(")", "')', AND or OR")
             return tree
         tok = cur.expect_ident("a variable name (FILTER x[predicate])")

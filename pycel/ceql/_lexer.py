@@ -3,13 +3,22 @@
 Keywords are case-insensitive; identifiers keep their case. Back-quoted identifiers
 (`` `odd name` ``, ```` `` ```` for a literal back-quote) are never keywords. Strings use
 single quotes (CORE) or double quotes (pycel); a quote is escaped by doubling it. ``--``
-starts a comment to the end of the line, ``/* … */`` a block comment.
+starts a comment to the end of the line, ``/* … */`` a block comment (an unterminated one is
+an error). A leading byte-order mark (``\\ufeff``, as some editors save UTF-8) is skipped:
+lines and columns count from after it.
+
+:class:`Cursor` also bounds how deeply a query nests (:data:`MAX_DEPTH`): the parsers
+recurse per parenthesis, and the engine's passes per level of the tree they build, so a
+deeper query is a syntax error here instead of a ``RecursionError`` anywhere later
+(:data:`MAX_NESTING` bounds the parsers' recursion).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -32,6 +41,16 @@ _OPERATORS = (
 )  # fmt: skip
 _NUMBER = re.compile(r"(?:\d+\.\d+|\d+\.(?=[eE][-+]?\d)|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _QUOTES = {"'": "'", '"': '"', "\u2018": "\u2019", "\u2019": "\u2019"}
+#: The byte-order mark some editors put at the head of a UTF-8 file.
+BOM = "\ufeff"
+#: How many levels high the pattern and predicate trees a query builds may be (``A ; B ; C``
+#: is three levels, two sequences over the atoms; ``x + 1 + 1`` likewise): far above what
+#: anyone writes (the engine runs at most 62 atoms per pattern), and low enough that no pass
+#: over the tree (printing, checks, planning) reaches Python's recursion limit.
+MAX_DEPTH = 100
+#: How many parentheses, NOTs and signs may stand inside each other: the parsers recurse
+#: through several functions for each (eight in a predicate).
+MAX_NESTING = 50
 
 
 @attrs.frozen
@@ -55,7 +74,11 @@ class Token:
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split ``text`` into tokens, ending with an ``eof`` token; raise CeqlSyntaxError."""
+    """Split ``text`` into tokens, ending with an ``eof`` token; raise CeqlSyntaxError.
+
+    A leading byte-order mark is dropped first: positions are those of ``text`` without it.
+    """
+    text = text.removeprefix(BOM)
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def where(at: int) -> tuple[int, int]:
@@ -82,7 +105,9 @@ def tokenize(text: str) -> list[Token]:
             continue
         if text.startswith("/*", i):
             end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
+            if end < 0:
+                raise error("unterminated comment", i)
+            i = end + 2
             continue
         start = i
         if ch.isalpha() or ch == "_":
@@ -141,6 +166,19 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
+def _children(node: Any) -> list[object]:
+    """The attrs nodes directly under ``node`` (its fields, and the items of tuple fields)."""
+    if not attrs.has(type(node)):
+        return []
+    kids: list[object] = []
+    for field in attrs.fields(type(node)):
+        value = getattr(node, field.name)
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if attrs.has(type(item)):
+                kids.append(item)
+    return kids
+
+
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -161,9 +199,52 @@ class Cursor:
     """A position in a token list, with the helpers a recursive-descent parser needs."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = tokenize(text)
+        self.text = text.removeprefix(BOM)
+        self.tokens = tokenize(self.text)
         self.i = 0
+        self.depth = 0  # the parsers' nesting, see nested()
+        self._heights: dict[int, tuple[object, int]] = {}  # id(node) -> (node, height)
+
+    def too_deep(self, tok: Token, what: str, hint: str = "") -> CeqlSyntaxError:
+        """The error of a query nested too deeply (``what``: beyond which limit), at ``tok``."""
+        message = f"query nested too deeply (more than {what}{'; ' + hint if hint else ''})"
+        return CeqlSyntaxError(message, self.text, tok.line, tok.column)
+
+    @contextlib.contextmanager
+    def nested(self, tok: Token) -> Iterator[None]:
+        """One more level of the parsers' recursion (a parenthesis, NOT, a sign) at ``tok``;
+        at most :data:`MAX_NESTING`."""
+        if self.depth >= MAX_NESTING:
+            raise self.too_deep(tok, f"{MAX_NESTING} parentheses, NOTs or signs inside each other")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def built(self, node: Any, tok: Token, hint: str = "") -> Any:
+        """``node`` (a pattern or predicate just built at ``tok``), checked to be at most
+        :data:`MAX_DEPTH` levels high; else the syntax error :meth:`too_deep`."""
+        if self.height(node) > MAX_DEPTH:
+            raise self.too_deep(tok, f"{MAX_DEPTH} levels", hint)
+        return node
+
+    def height(self, node: object) -> int:
+        """Levels of the tree of attrs nodes under ``node`` (1 for a leaf); iterative, and
+        remembered per node, so a chain built step by step costs one step per node."""
+        memo = self._heights
+        stack: list[tuple[object, bool]] = [(node, False)]
+        while stack:
+            top, expanded = stack.pop()
+            if id(top) in memo:
+                continue
+            kids = _children(top)
+            if expanded:
+                memo[id(top)] = (top, 1 + max((memo[id(k)][1] for k in kids), default=0))
+            else:
+                stack.append((top, True))
+                stack.extend((k, False) for k in kids if id(k) not in memo)
+        return memo[id(node)][1]
 
     def peek(self, k: int = 0) -> Token:
         return self.tokens[min(self.i + k, len(self.tokens) - 1)]

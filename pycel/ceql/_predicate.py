@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -51,6 +52,16 @@ def searched_regex(regex: str) -> str | None:
     return pattern if search_regex(pattern) == regex else None
 
 
+def _finite(value: Any, tok: Token, text: str) -> Any:
+    """``value``, the number literal ``text`` read at ``tok``; PatternError when it
+    overflowed to infinity."""
+    if isinstance(value, float) and math.isinf(value):
+        raise PatternError(
+            located(f"{text} is outside the range of 64-bit floats (it would be read as infinity)", tok)
+        )
+    return value
+
+
 def located(message: str, tok: Token) -> str:
     """``message`` with the token's line and column."""
     return f"{message} (line {tok.line}, column {tok.column})"
@@ -81,9 +92,10 @@ class PredicateParser:
 
     def _build(self, tok: Token, f: Callable[..., Any], *args: Any) -> Any:
         try:
-            return f(*args)
+            result = f(*args)
         except PatternError as err:
             raise PatternError(located(str(err), tok)) from err
+        return self.cur.built(result, tok)
 
     def disjunction(self) -> Expr[Any]:
         left = self.conjunction()
@@ -101,10 +113,12 @@ class PredicateParser:
         tok = self.cur.accept_keyword("NOT")
         if tok is None:
             return self.comparison()
-        arg = self.negation()
+        with self.cur.nested(tok):
+            arg = self.negation()
         if arg.dtype != "bool":
             raise PatternError(located(f"NOT needs a predicate, but {arg!r} is {arg.dtype}", tok))
-        return Not(arg)
+        result: Expr[bool] = self.cur.built(Not(arg), tok)
+        return result
 
     def comparison(self) -> Expr[Any]:
         cur = self.cur
@@ -198,7 +212,8 @@ class PredicateParser:
         value_tok = cur.peek()
         if value_tok.kind == "number":
             cur.next()
-            return sign * value_tok.value
+            text = value_tok.text if tok is value_tok else tok.text + value_tok.text
+            return _finite(sign * value_tok.value, tok, text)
         if not numeric and value_tok.kind == "string":
             return cur.next().value
         if not numeric and cur.at_keyword("TRUE", "FALSE"):
@@ -223,8 +238,10 @@ class PredicateParser:
         if tok is None:
             return self.primary()
         if tok.value == "-" and cur.peek().kind == "number":  # -9223372036854775808 is an int64
-            return self.constant(-cur.next().value, tok)
-        arg = self.unary()
+            number = cur.next()
+            return self.constant(-number.value, tok, "-" + number.text)
+        with cur.nested(tok):
+            arg = self.unary()
         if arg.dtype not in ("int", "float"):
             raise PatternError(located(f"unary {tok.value} needs a number, but {arg!r} is {arg.dtype}", tok))
         if tok.value == "+":
@@ -238,15 +255,16 @@ class PredicateParser:
         cur = self.cur
         tok = cur.peek()
         if tok.kind == "number":
-            return self.constant(cur.next().value, tok)
+            return self.constant(cur.next().value, tok, tok.text)
         if tok.kind == "string":
             cur.next()
             return Const(tok.value)
         if cur.at_keyword("TRUE", "FALSE"):
             cur.next()
             return Const(tok.value == "TRUE")
-        if cur.accept_op("("):
-            inner = self.disjunction()
+        if (paren := cur.accept_op("(")) is not None:
+            with cur.nested(paren):
+                inner = self.disjunction()
             cur.expect_op(")", "')' or an operator")
             return inner
         if tok.kind == "ident" and tok.text.upper() == "PREV" and cur.at_op("(", k=1):
@@ -259,8 +277,10 @@ class PredicateParser:
             return self.attribute(self.var, tok)
         raise cur.error("expected an attribute, a number, a string, TRUE, FALSE or '('")
 
-    def constant(self, value: int | float, tok: Token) -> Const[Any]:
-        """A number constant; one outside the int64 range is refused at ``tok``."""
+    def constant(self, value: int | float, tok: Token, text: str) -> Const[Any]:
+        """A number constant; one outside the int64 range, or a float literal too large for
+        a float (``1e999``, which Python reads as infinity), is refused at ``tok``."""
+        value = _finite(value, tok, text)
         try:
             return Const(value)
         except PatternError as err:

@@ -41,6 +41,7 @@ from pycel.errors import CeqlSyntaxError, PatternError
 from pycel.language.absence import seq_chain
 from pycel.language.events import Event, event_name
 from pycel.language.expr import BoolOp, Expr
+from pycel.limits import MAX_ATOMS
 
 from ._declaration import Declaration
 from ._filter import FilterParser
@@ -57,6 +58,9 @@ TypesLike = Mapping[str, type[Event]] | Iterable[type[Event]]
 class CeqlWarning(UserWarning):
     """A CEQL query uses something pycel accepts but ignores."""
 
+
+#: Said when a sequence (OR, AND) of atoms is longer than the parser's MAX_DEPTH.
+_ATOMS_HINT = f"the engine supports at most {MAX_ATOMS} atoms per pattern"
 
 #: CEL binary operators: token → (precedence, builder). FILTER has precedence 1.
 _FILTER_PREC = 1
@@ -314,7 +318,7 @@ class _QueryParser:
                 if min_prec > _FILTER_PREC:
                     break
                 cur.next()
-                left = self.filters.filter_tree(left).apply(left)
+                left = cur.built(self.filters.filter_tree(left).apply(left), tok)
                 continue
             key = tok.value if tok.kind in ("op", "keyword") else None
             if key not in _BINARY or _BINARY[key][0] < min_prec:
@@ -323,13 +327,14 @@ class _QueryParser:
                 break  # a trailing ';' ends the query
             prec, build = _BINARY[key]
             cur.next()
-            left = build(left, self.cel(prec + 1))
+            left = cur.built(build(left, self.cel(prec + 1)), tok, _ATOMS_HINT)
         return left
 
     def cel_postfix(self) -> Pattern:
         cur = self.cur
         node = self.cel_primary()
         while True:
+            tok = cur.peek()
             if cur.accept_keyword("AS"):
                 node = As(node, self.variable())
             elif cur.accept_op("+"):
@@ -338,6 +343,7 @@ class _QueryParser:
                 node = Plus(node, True)
             else:
                 return node
+            cur.built(node, tok)
 
     def variable(self) -> str:
         tok = self.cur.expect_ident("a variable name")
@@ -348,8 +354,9 @@ class _QueryParser:
 
     def cel_primary(self) -> Pattern:
         cur = self.cur
-        if cur.accept_op("("):
-            node = self.cel()
+        if (paren := cur.accept_op("(")) is not None:
+            with cur.nested(paren):
+                node = self.cel()
             if not cur.at_op(")"):
                 raise cur.error(
                     "expected ')' or an operator (; : OR AND + AS FILTER)", hint=cur.foreign_operator()
@@ -494,9 +501,10 @@ class _QueryParser:
         for part in around[1:]:
             readable = Seq(readable, part)
         predicate: Expr[bool] | None = None
-        while self.cur.accept_keyword("FILTER"):
+        while (tok := self.cur.accept_keyword("FILTER")) is not None:
             pred = self.filters.filter_tree(readable).predicate()
             predicate = pred if predicate is None else BoolOp.build("and", predicate, pred)
+            self.cur.built(predicate, tok)
         return attrs.evolve(node, predicate=predicate)
 
     def negated_atom(self) -> Pattern:
@@ -506,10 +514,11 @@ class _QueryParser:
         cur.expect_op("(", "'(' after NOT")
         cls, name = self.event_type()
         predicate: Expr[bool] | None = None
-        while cur.accept_keyword("FILTER"):
+        while (tok := cur.accept_keyword("FILTER")) is not None:
             tree = self.filters.filter_tree(Atom(cls, name), negated=True)
             pred = tree.predicate()
             predicate = pred if predicate is None else BoolOp.build("and", predicate, pred)
+            cur.built(predicate, tok)
         cur.expect_op(")", "')' or FILTER (NOT takes one event type, optionally filtered)")
         var = self.variable() if cur.accept_keyword("AS") else f"not_{name}"
         if predicate is not None and var != name:
