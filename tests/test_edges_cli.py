@@ -10,6 +10,7 @@ import gzip
 import importlib.metadata
 import io
 import json
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,179 @@ def test_a_warning_is_printed_once(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(lines) == 2, err
     assert "partition_by('sensor')" in lines[0] or "partition_by('sensor')" in lines[1]
     assert any("bound on both sides" in line for line in lines)
+
+
+# -- queries the parser used to misread or crash on --------------------------------------------
+
+
+def test_an_unterminated_comment_is_a_syntax_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """The comment swallowed the WITHIN clause: exit 0 with the matches of another query."""
+    query = "SELECT * FROM S WHERE SELL AS s ; BUY AS b /* note WITHIN 2 EVENTS"
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", query, EXAMPLES / "stocks.csv")
+    assert (code, out) == (2, ""), err
+    assert "syntax error in <query>: unterminated comment at line 1, column 44" in err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        " ; ".join(f"SELL AS s{i}" for i in range(400)),
+        "(" * 500 + "SELL" + ")" * 500,
+        "SELL AS s FILTER s[volume > 1" + " + 1" * 1000 + "]",
+    ],
+)
+def test_a_deeply_nested_query_is_a_syntax_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    """They ended in "internal error … RecursionError"."""
+    query = tmp_path / "deep.ceql"
+    query.write_text("SELECT * FROM S WHERE " + body + "\n")
+    for command in (
+        ["run", "-d", DECL, "--query", query, EXAMPLES / "stocks.csv"],
+        ["explain", "-d", DECL, query],
+    ):
+        code, out, err = cli(capsys, *command)
+        assert (code, out) == (2, ""), err
+        assert f"syntax error in {query}: query nested too deeply (more than " in err
+        assert "internal error" not in err and "Recursion" not in err
+
+
+def test_queries_at_the_nesting_limit_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The parser's limits leave the engine's passes (planning, printing) room to recurse:
+    queries at the limits run, and find what their flat spellings find."""
+    n, depth = ceql.MAX_NESTING, ceql.MAX_DEPTH
+    for body, flat in (
+        (
+            "SELL AS s FILTER s[volume > 1" + " + 1" * (depth - 3) + "]",
+            f"SELL AS s FILTER s[volume > {depth - 2}]",
+        ),
+        (
+            "SELL AS s FILTER s[" + "(" * n + "volume > 1000" + ")" * n + "]",
+            "SELL AS s FILTER s[volume > 1000]",
+        ),
+        # 62 SELLs in a row: no match in 40 events
+        (" ; ".join(f"SELL AS s{i}" for i in range(62)) + " FILTER s0[volume > 1] WITHIN 70 EVENTS", None),
+    ):
+        outputs = []
+        for query in (body, flat):
+            if query is not None:
+                command = [
+                    "run",
+                    "-d",
+                    DECL,
+                    "--query",
+                    "SELECT * FROM S WHERE " + query,
+                    EXAMPLES / "stocks.csv",
+                ]
+                code, out, err = cli(capsys, *command, "-f", "jsonl")
+                assert code == 0, err
+                outputs.append(out)
+        if flat is None:
+            assert outputs == [""]
+        else:
+            assert outputs[1] and outputs[0] == outputs[1]
+        code, out, err = cli(capsys, "explain", "-d", DECL, "SELECT * FROM S WHERE " + body)
+        assert code == 0 and "engine: supported" in out, err
+
+
+def test_a_recursion_error_while_preparing_is_a_user_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A safety net: a query the parser lets through but the engine's compiler recurses on
+    too deeply is the query's error, not an internal one."""
+
+    def recurse(*_: Any, **__: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr("pycel.cli.compile_query", recurse)
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, EXAMPLES / "stocks.csv")
+    assert (code, out) == (2, ""), err
+    assert "pycel: error in <query>: the query is nested too deeply or too large to compile" in err
+    assert "internal error" not in err
+    monkeypatch.setattr(sys.modules["pycel.cli._explain"], "compile_query", recurse)
+    code, out, err = cli(capsys, "explain", "-d", DECL, WINDOWED)
+    assert (code, out) == (2, ""), err
+    assert "pycel: error in <query>: the query is nested too deeply or too large to compile" in err
+    monkeypatch.setattr("pycel.cli._load.parse_query", recurse)
+    code, out, err = cli(capsys, "explain", "-d", DECL, WINDOWED)
+    assert (code, out) == (2, ""), err
+    assert "pycel: error in <query>: the query is nested too deeply or too large to compile" in err
+
+
+def test_files_with_a_byte_order_mark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A query file saved with a UTF-8 BOM was "unexpected character '\\ufeff'" (data files
+    with one were fine)."""
+    _, expected, _ = cli(
+        capsys, "run", "-d", DECL, "--query", WINDOWED, EXAMPLES / "stocks.csv", "-f", "jsonl"
+    )
+    assert expected
+    decl = tmp_path / "decl.ceql"
+    decl.write_text(DECL.read_text(), encoding="utf-8-sig")
+    query = tmp_path / "query.ceql"
+    query.write_text(WINDOWED, encoding="utf-8-sig")
+    both = tmp_path / "both.ceql"
+    both.write_text(DECL.read_text() + "\n" + WINDOWED, encoding="utf-8-sig")
+    assert both.read_bytes().startswith(b"\xef\xbb\xbf")
+    for args in (
+        ["-d", decl, "--query", query],
+        ["--query", both],
+        ["-d", decl, "--query", "\ufeff" + WINDOWED],
+    ):
+        code, out, err = cli(capsys, "run", *args, EXAMPLES / "stocks.csv", "-f", "jsonl")
+        assert (code, out) == (0, expected), err
+    bad = tmp_path / "bad.ceql"
+    bad.write_text("SELECT * FROM S\nWHERE SELL ;; BUY", encoding="utf-8-sig")
+    code, _, err = cli(capsys, "run", "-d", decl, "--query", bad, EXAMPLES / "stocks.csv")
+    assert code == 2 and "at line 2, column 13" in err
+
+
+def test_a_query_path_that_is_no_file_says_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'--query /dev/null' and '-d <directory>' said "file … not found"."""
+    data = EXAMPLES / "stocks.csv"
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", "/dev/null", data)
+    assert (code, out) == (2, ""), err
+    assert "pycel: error: no query in /dev/null (it is empty)" in err
+    code, out, err = cli(capsys, "run", "-d", "/dev/null", "--query", WINDOWED, data)
+    assert (code, out) == (2, ""), err
+    assert "pycel: error: no declaration in /dev/null (it is empty)" in err
+    empty = tmp_path / "empty.ceql"
+    empty.write_text("-- nothing yet\n")
+    code, out, err = cli(capsys, "explain", "-d", DECL, empty)
+    assert (code, out) == (2, ""), err
+    assert f"pycel: error: no query in {empty} (it is empty)" in err
+    code, out, err = cli(capsys, "run", "-d", tmp_path, "--query", WINDOWED, data)
+    assert (code, out) == (2, ""), err
+    assert f"pycel: error: declaration {tmp_path} is a directory, not a file" in err
+    code, out, err = cli(capsys, "explain", "-d", DECL, tmp_path)
+    assert (code, out) == (2, ""), err
+    assert f"pycel: error: query {tmp_path} is a directory, not a file" in err
+    assert "not found" not in err
+
+
+def test_parquet_on_standard_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'-' with --input-format parquet said "cannot read <stdin>: No such file or directory"."""
+    parquet = tmp_path / "stocks.parquet"
+    pd.read_csv(EXAMPLES / "stocks.csv").to_parquet(parquet)
+    _, expected, _ = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, parquet, "-f", "jsonl")
+    assert expected
+
+    class Stdin:
+        buffer = io.BytesIO(parquet.read_bytes())
+
+    monkeypatch.setattr("sys.stdin", Stdin())
+    code, out, err = cli(
+        capsys, "run", "-d", DECL, "--query", WINDOWED, "-", "--input-format", "parquet", "-f", "jsonl"
+    )
+    assert (code, out) == (0, expected), err
+
+    class Garbage:
+        buffer = io.BytesIO(b"event_type,name\nSELL,A\n")
+
+    monkeypatch.setattr("sys.stdin", Garbage())
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, "-", "--input-format", "parquet")
+    assert (code, out) == (1, ""), err
+    assert "pycel: data error in <stdin>: cannot read <stdin> as Parquet" in err

@@ -38,7 +38,7 @@ from pycel.runtime.predicates import columns_read_by
 
 from ._data import TIME_UNITS, InputError, ReadOptions, Schema, open_source
 from ._explain import explain
-from ._load import Loaded, SourceError, UsageError, load
+from ._load import Loaded, SourceError, UsageError, load, too_deep
 from ._output import FORMATS, OutputError, Progress, Writer, summary
 
 __all__ = ["Feeder", "build_parser", "main"]
@@ -98,7 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
             "event type first; then the attributes) or Parquet, and print the matches."
         ),
     )
-    run.add_argument("data", metavar="DATA", help="CSV or Parquet (.parquet, .pq) file; - for CSV on stdin")
+    run.add_argument(
+        "data",
+        metavar="DATA",
+        help="CSV or Parquet (.parquet, .pq) file; - for stdin (CSV unless --input-format parquet)",
+    )
     _add_ceql_arguments(run, query_option=True)
     run.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format (default: text)")
     run.add_argument("-o", "--output", metavar="FILE", help="write matches to FILE (default: stdout)")
@@ -289,6 +293,8 @@ def _compile(loaded: Loaded) -> CompiledQuery:
         return compile_query(loaded.pattern, types=loaded.declaration.values())
     except (PatternError, UnsupportedError) as err:
         raise SourceError(loaded.query_source.label, err) from None
+    except RecursionError:  # (a safety net: the parser bounds the nesting of a query)
+        raise too_deep(loaded.query_source.label) from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -423,7 +429,10 @@ def _internal_error(err: BaseException, where: str) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     loaded = load(args.declaration, args.query, time_attribute=args.time_attribute, time_unit=args.time_unit)
-    text, problem = explain(loaded)
+    try:
+        text, problem = explain(loaded)
+    except RecursionError:  # (a safety net: the parser bounds the nesting of a query)
+        raise too_deep(loaded.query_source.label) from None
     sys.stdout.write(text)
     if problem is not None:
         _say(f"error in {loaded.query_source.label}: {problem}")

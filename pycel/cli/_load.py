@@ -19,8 +19,9 @@ from pathlib import Path
 import attrs
 
 from pycel.ceql import Declaration, parse_declaration, parse_query, tokenize
+from pycel.ceql._lexer import BOM
 from pycel.dsl import Pattern
-from pycel.errors import PycelError
+from pycel.errors import PycelError, UnsupportedError
 
 
 class UsageError(Exception):
@@ -46,6 +47,19 @@ class SourceError(Exception):
         self.message = message
 
 
+#: What a RecursionError while a query is parsed or compiled means to the user. The parser
+#: bounds a query's nesting (``pycel.ceql.MAX_DEPTH``), so this is a safety net.
+TOO_DEEP = (
+    "the query is nested too deeply or too large to compile (it reached Python's recursion "
+    "limit): split or simplify it"
+)
+
+
+def too_deep(label: str) -> SourceError:
+    """The error of a query (from ``label``) that a RecursionError stopped."""
+    return SourceError(label, UnsupportedError(TOO_DEEP))
+
+
 @attrs.frozen
 class Source:
     """A CEQL text and where it came from (a file name, ``<stdin>``, ``<query>``…)."""
@@ -55,22 +69,37 @@ class Source:
 
 
 def read_text(arg: str, what: str) -> Source:
-    """The text an argument stands for (see the module docstring)."""
+    """The text an argument stands for (see the module docstring), without a leading
+    byte-order mark. A file (also a device or pipe: ``/dev/stdin``, ``<(…)``) that holds no
+    CEQL at all, only blanks and comments, is a :class:`UsageError` saying so."""
     if arg == "-":
-        return Source(sys.stdin.read(), "<stdin>")
+        return _nonempty(Source(sys.stdin.read().removeprefix(BOM), "<stdin>"), what)
     path = Path(arg)
     try:
-        is_file = path.is_file()
+        exists, is_dir = path.exists(), path.is_dir()
     except (OSError, ValueError):  # too long or not a valid path: text
-        is_file = False
-    if is_file:
+        exists = is_dir = False
+    if is_dir:
+        raise UsageError(f"{what} {arg} is a directory, not a file")
+    if exists:
         try:
-            return Source(path.read_text(encoding="utf-8"), arg)
+            return _nonempty(Source(path.read_text(encoding="utf-8-sig"), arg), what)
         except (OSError, UnicodeDecodeError) as err:
             raise UsageError(f"cannot read the {what} file {arg}: {err}") from None
     if any(ch.isspace() for ch in arg):
-        return Source(arg, f"<{what}>")
+        return Source(arg.removeprefix(BOM), f"<{what}>")
     raise UsageError(f"{what} file {arg!r} not found (inline {what} text must contain a space)")
+
+
+def _nonempty(source: Source, what: str) -> Source:
+    """``source``, unless it holds no token (a syntax error in it is reported later)."""
+    try:
+        empty = tokenize(source.text)[0].kind == "eof"
+    except PycelError:
+        empty = False
+    if empty:
+        raise UsageError(f"no {what} in {source.label} (it is empty)")
+    return source
 
 
 def _blank(text: str) -> str:
@@ -82,7 +111,9 @@ def split_declaration(text: str) -> tuple[str | None, str]:
     """(declaration, query) of a query text that may start with ``CREATE STREAM``.
 
     Both parts keep their original line and column numbers: the other part is blanked.
+    A leading byte-order mark is dropped (the positions count without it).
     """
+    text = text.removeprefix(BOM)
     tokens = tokenize(text)
     if not tokens or tokens[0].kind != "keyword" or tokens[0].value not in ("CREATE", "DECLARE"):
         return None, text
@@ -138,6 +169,8 @@ def load_declaration(arg: str | None, query: Source) -> tuple[Declaration, Sourc
         return parse_declaration(source.text), source, query
     except PycelError as err:
         raise SourceError(source.label, err) from None
+    except RecursionError:
+        raise too_deep(source.label) from None
 
 
 def _starts_a_query(text: str) -> bool:
@@ -159,4 +192,6 @@ def load(declaration: str | None, query: str, *, time_attribute: str | None, tim
         pattern = parse_query(query_source.text, decl, time_attribute=time_attribute, time_unit=time_unit)
     except PycelError as err:
         raise SourceError(query_source.label, err) from None
+    except RecursionError:
+        raise too_deep(query_source.label) from None
     return Loaded(decl, pattern, decl_source, query_source)

@@ -1,5 +1,6 @@
 """Parquet event files for ``pycel run``: columns matched by name, read one record batch of
-``chunk_size`` rows at a time.
+``chunk_size`` rows at a time. Standard input (``-``) is read into memory first (Parquet's
+metadata is at the end of the file).
 
 The reader checks what the engine cannot see once pandas holds the values: integers that
 do not fit ``int`` (uint64 above 2**63 - 1; floats that are not integral, infinite, NaN or
@@ -18,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,18 +52,22 @@ class ParquetSource:
     def __init__(self, path: str, schema: Schema, options: ReadOptions) -> None:
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-        self.path = path
+        self.path = "<stdin>" if path == "-" else path
         self.schema = schema
         self.options = options
-        with open(path, "rb"):  # a missing or unreadable file is an OSError, as for CSV
-            pass
+        where: Any = path
+        if path == "-":  # Parquet is read from its footer back: standard input goes into memory
+            where = pa.BufferReader(sys.stdin.buffer.read())
+        else:
+            with open(path, "rb"):  # a missing or unreadable file is an OSError, as for CSV
+                pass
         try:
             # Pages written with checksums (pyarrow's write_page_checksum) are verified.
-            self.file = pq.ParquetFile(path, page_checksum_verification=True)
+            self.file = pq.ParquetFile(where, page_checksum_verification=True)
             names = list(self.file.schema_arrow.names)
             self.total = self.file.metadata.num_rows
         except Exception as err:  # pyarrow raises several types for a bad file
-            raise InputError(f"cannot read {path} as Parquet: {_one_line(err)}") from None
+            raise InputError(f"cannot read {self.path} as Parquet: {_one_line(err)}") from None
         names = [n for n in names if not _PANDAS_INDEX.fullmatch(n)]  # pandas' saved index: not events
         if not names:
             raise InputError("the Parquet file has no columns")
