@@ -101,7 +101,9 @@ def test_times_at_both_ends_of_int64_are_far_apart() -> None:
     assert len(pycel.compile(pattern).run(events)) == 0
 
 
-@pytest.mark.parametrize(("seconds", "fits"), [(1e300, True), (1e10, True), (9.47e9, True), (9.4e9, False), (5e9, False)])
+@pytest.mark.parametrize(
+    ("seconds", "fits"), [(1e300, True), (1e10, True), (9.47e9, True), (9.4e9, False), (5e9, False)]
+)
 def test_windows_longer_than_int64_nanoseconds(seconds: float, fits: bool) -> None:
     """Two timestamps 300 years apart (9.47e9 s, more nanoseconds than int64 holds): a
     window of 1e300 s (infinite in nanoseconds as a float) raised OverflowError, and one of
