@@ -332,7 +332,8 @@ def _denote_chain(chain: list[tuple[Pattern, bool]], stream: _Stream) -> set[Val
                 a | b
                 for a in result
                 for b in right
-                if stream.follows(a, b, contiguous) and not any(_occurs(x, a, b, stream) for x in absences)
+                if stream.follows(a, b, contiguous)
+                and not any(_occurs(x, a, b, stream) or _unkeyed(x, a | b, stream) for x in absences)
             }
         )
         absences = []
@@ -369,6 +370,26 @@ def _occurs_outside(
         and _absent_at(absence, v, p, stream)
         for p in stream.positions
     )
+
+
+def _unkeyed(absence: Absent, v: Valuation, stream: _Stream) -> bool:
+    """Whether an equality that correlates the absence with a variable of ``v`` (its key,
+    as a join key) is null on ``v``'s side: that event has no key, so it is in no
+    partition and matches nothing (docs/data.md, rule 1), as under ``partition_by``."""
+    if absence.predicate is None:
+        return False
+    for part in conjuncts(absence.predicate):
+        if not is_equality_join(part):
+            continue
+        assert isinstance(part, Compare)
+        for mine, other in ((part.left, part.right), (part.right, part.left)):
+            if mine.variables() != {absence.var}:
+                continue
+            (var,) = other.variables()
+            for w, p in v:
+                if w == var and eval_scalar(other, {var: stream.events[p][1]}) is None:
+                    return True
+    return False
 
 
 def _absent_at(absence: Absent, v: Valuation, p: int, stream: _Stream) -> bool:
@@ -498,6 +519,7 @@ def _evaluate_spec(spec: QuerySpec, batch: EventBatch) -> list[Match]:
             for v in candidates
             if not any(_occurs_outside(x, v, streams[key], spec, times, scale, False) for x in start_absences)
             and not any(_occurs_outside(x, v, streams[key], spec, times, scale, True) for x in end_absences)
+            and not any(_unkeyed(x, v, streams[key]) for x in start_absences + end_absences)
         ]
         chosen = _strategy_filter(spec.strategy, candidates, streams[key]) if candidates else []
         for v in chosen:

@@ -263,6 +263,18 @@ def test_explain_marks_the_absences_at_the_start_and_end(
     assert "engine: supported" in out
 
 
+def test_an_event_without_the_key_an_absence_is_correlated_on_matches_nothing() -> None:
+    """An order without an id is in no partition of the correlation (docs/data.md, rule 1;
+    as under partition_by): it is not reported unshipped, in the engine and the reference
+    (which read the absence's filter as never true, so no shipment could block it)."""
+    late = pycel.seq(o, pycel.absent(d.where(d.oid == o.oid))).within(5, on=Ordered.time)
+    early = pycel.seq(pycel.absent(d.where(d.oid == o.oid)), o).within(5, on=Ordered.time)
+    events = [Ordered(oid=None, time=0), Ordered(oid=1, time=1), Shipped(oid=None, time=2)]
+    for pattern in (late, early):
+        assert spans(pycel.compile(pattern).run(events)) == [(1, 1)]
+        assert spans(pycel.reference.evaluate(pattern, events)) == [(1, 1)]
+
+
 # -- generated cases ------------------------------------------------------------------------------
 
 GEN_TYPES = event_types(3)
@@ -326,7 +338,10 @@ def window_cases(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
         pattern = pattern.limit(draw(st.integers(1, 2)))
     elif clause != "none":
         pattern = pattern.strategy(clause)  # type: ignore[arg-type]
-    return pattern, draw(streams(GEN_TYPES, 12 if kleene_count(pattern) else 30, min_len=4))
+    # (nulls: an event without a key is in no partition, also when only an absence is
+    # correlated with it)
+    nulls = draw(st.booleans())
+    return pattern, draw(streams(GEN_TYPES, 12 if kleene_count(pattern) else 30, min_len=4, nulls=nulls))
 
 
 @settings(max_examples=300)
