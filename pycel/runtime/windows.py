@@ -96,8 +96,31 @@ def time_window_starts(
         lower = times - size
     all_t = np.concatenate([tail_time.astype(times.dtype, copy=False), times])
     all_p = np.concatenate([tail_pos, positions])
-    starts = all_p[np.searchsorted(all_t, lower, side="left")] if n else positions
     if n == 0:
-        return starts, None
-    keep = all_t >= lower[-1]
-    return starts, (all_p[keep], all_t[keep], times[-1].item())
+        return positions, None
+    first = np.searchsorted(all_t, lower, side="left")
+    if times.dtype.kind == "f":
+        first = _exact_float_starts(all_t, times, size, first)
+    starts = all_p[first]
+    return starts, (all_p[first[-1] :], all_t[first[-1] :], times[-1].item())
+
+
+def _exact_float_starts(all_t: npt.NDArray[Any], times: npt.NDArray[Any], size: float, first: Ints) -> Ints:
+    """For float times: the first index whose time t has ``time - t <= size`` as the
+    window defines it (in float64), from ``first``, found with ``t >= time - size``: the two
+    roundings may disagree near the boundary (2.0 - 1.7 > 0.3 while 1.7 >= 2.0 - 0.3), by a
+    few distinct values at most. Those in the window are a suffix (``time - t`` falls as
+    t grows), so step one distinct value at a time: back while the one before is inside,
+    then on while this one is outside."""
+    while True:
+        before = all_t[np.maximum(first - 1, 0)]
+        back = (first > 0) & (times - before <= size)
+        if not back.any():
+            break
+        first = np.where(back, np.searchsorted(all_t, before, side="left"), first)
+    while True:
+        here = all_t[np.minimum(first, len(all_t) - 1)]
+        on = (first < len(all_t)) & ~(times - here <= size)
+        if not on.any():
+            return first
+        first = np.where(on, np.searchsorted(all_t, here, side="right"), first)
