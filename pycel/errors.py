@@ -42,13 +42,22 @@ class DataError(PycelError, ValueError):
         self.column = column
 
 
+#: How many characters of a query line a syntax error shows around its column.
+_CONTEXT = 100
+
+
 class CeqlSyntaxError(PycelError, SyntaxError):
     """A CEQL text could not be parsed; carries 1-based ``line`` and ``column``."""
 
     def __init__(self, message: str, text: str, line: int, column: int):
         lines = text.splitlines() or [""]
         shown = lines[line - 1] if 0 < line <= len(lines) else ""
-        caret = " " * (column - 1) + "^"
+        # A long line is shown around the column (a generated one-line query can be
+        # thousands of characters).
+        start = max(0, min(column - 1 - _CONTEXT // 2, len(shown) - _CONTEXT))
+        before, after = ("…" if start > 0 else ""), ("…" if start + _CONTEXT < len(shown) else "")
+        shown = before + shown[start : start + _CONTEXT] + after
+        caret = " " * (column - 1 - start + len(before)) + "^"
         super().__init__(f"{message} at line {line}, column {column}\n  {shown}\n  {caret}")
         self.line = line
         self.column = column

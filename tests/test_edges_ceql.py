@@ -256,3 +256,12 @@ def test_a_leading_byte_order_mark_is_skipped() -> None:
     assert [t.column for t in ceql.tokenize("\ufeffSELECT *")][:2] == [1, 8]
     err = syntax_error("SELECT * FROM S WHERE SELL ; \ufeffBUY")  # only a leading one
     assert "unexpected character '\\ufeff'" in str(err)
+
+
+def test_a_syntax_error_in_a_long_line_shows_the_text_around_its_column() -> None:
+    text = "SELECT * FROM S WHERE SELL AS s /* " + "a long comment " * 30 + "*/ ; BUY AS b )"
+    with pytest.raises(pycel.CeqlSyntaxError) as caught:
+        ceql.parse_query(text, DECL)
+    shown, caret = str(caught.value).splitlines()[1:3]
+    assert len(shown) < 110 and shown.strip().startswith("…")
+    assert shown[caret.index("^")] == ")"  # the caret under the offending token
