@@ -151,9 +151,10 @@ def _scoped_predicates(
     if isinstance(node, As):
         labels = labels | {node.var}
     if isinstance(node, Filter) and not node.post_filter:
-        pending = pending + tuple(
-            p for p in conjuncts(node.predicate) if len(p.variables()) <= 1 and not reads_prev(p)
-        )
+        # (a trend condition of one variable too: as in the engine, each side's arithmetic
+        # is computed on every event of its type, the previous iteration's on the event
+        # that will be the previous one)
+        pending = pending + tuple(p for p in conjuncts(node.predicate) if len(p.variables()) <= 1)
     return [f for child in node.children() for f in _scoped_predicates(child, labels, pending)]
 
 
@@ -163,8 +164,9 @@ def _overflow(message: str, row: int, e: Expr[Any]) -> DataError:
 
 
 def _check_overflow(body: Pattern, batch: EventBatch) -> None:
-    """Integer arithmetic is exact or an error: a unary filter whose arithmetic leaves
-    int64 on an event it is evaluated on raises a DataError naming the first such event."""
+    """Integer arithmetic is exact or an error: a unary filter (or a trend condition,
+    either side) whose arithmetic leaves int64 on an event it is evaluated on raises a
+    DataError naming the first such event."""
     scoped = _scoped_predicates(body, frozenset(), ())
     if not scoped:
         return
@@ -175,8 +177,11 @@ def _check_overflow(body: Pattern, batch: EventBatch) -> None:
         for pred, type_name in scoped:
             if type_name is not None and type_name not in types:
                 continue
+            env: dict[Any, dict[str, Any]] = dict.fromkeys(pred.variables(), values)
+            if reads_prev(pred):
+                env |= {prev_key(v): values for v in pred.variables()}
             try:
-                eval_scalar(pred, dict.fromkeys(pred.variables(), values))
+                eval_scalar(pred, env)
             except DataError as err:
                 raise _overflow(str(err), batch.offset + k, pred) from None
 

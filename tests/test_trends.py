@@ -219,10 +219,22 @@ def test_trend_over_two_occurrences() -> None:
 
 
 def test_trend_arithmetic_leaving_int64_is_a_data_error() -> None:
+    """Each side of a trend condition is computed on every event of its type, the previous
+    iteration's on the event that would be the previous one (the register it leaves), as
+    a filter's arithmetic is: the error names the first event whose side overflows, also
+    when no later iteration reads it (the reference once checked only the pairs it
+    compared: row 1 here, and no error at all for the last event)."""
     p = plus(b.where(b.volume > prev(b).volume * 2**62))
-    with pytest.raises(DataError, match="64-bit") as err:
-        evaluate(p, stocks(1.0, 2.0, volume=4))
-    assert err.value.row == 1
+    for run in (evaluate, lambda q, e: pycel.compile(q).run(e)):
+        with pytest.raises(DataError, match="64-bit") as err:
+            run(p, stocks(1.0, 2.0, volume=4))
+        assert err.value.row == 0
+    last_only = plus(b.where(b.volume * 2 > prev(b).volume))
+    events = [*stocks(1.0, volume=1), *stocks(2.0, volume=2**62)]
+    for run in (evaluate, lambda q, e: pycel.compile(q).run(e)):
+        with pytest.raises(DataError, match="64-bit") as err:
+            run(last_only, events)
+        assert err.value.row == 1
 
 
 # -- static rules ---------------------------------------------------------------------------
