@@ -184,7 +184,7 @@ class Horizon:
     ) -> Horizon:
         """This (empty) horizon holding ``pending`` (what :attr:`pending` gave: by end),
         as a snapshot restores it."""
-        fresh = attrs.evolve(self, last_position=last_position, last_time=last_time)
+        fresh = Horizon(self.unit, self.reach, self.variables, last_position, last_time)
         fresh._append(pending, keys, start_times)
         return fresh
 
