@@ -272,7 +272,7 @@ class Horizon:
         self.key_ids = np.insert(self.key_ids, at, ids[by_key])
         new_keys = found.starts if self.unit == "events" else start_times
         order = np.argsort(new_keys, kind="stable")
-        held = self.start_keys.astype(new_keys.dtype) if len(self.start_keys) else new_keys[:0]
+        held = self.start_keys.astype(new_keys.dtype, copy=False) if len(self.start_keys) else new_keys[:0]
         at = self.head + np.searchsorted(held[self.head :], new_keys[order], side="right")
         self.by_start = np.insert(self.by_start, at, ids[order])
         self.start_keys = np.insert(held, at, new_keys[order])
