@@ -1,4 +1,5 @@
-"""The node arenas grow to what the window needs (pycel.jit.store.ensure_room).
+"""The node arenas grow to what the window needs (pycel.jit.store.ensure_room), and the
+growth code is compiled only when a store grows.
 
 An arena doubles until the slots the next allocations take hold only nodes created before
 the window start, and at least until it holds them all. Each doubling must read the old
@@ -9,11 +10,16 @@ nothing.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 from numba import njit
 
-from pycel.jit.store import ensure_room
+from pycel.jit.store import ensure_room, grown_arena
 
 
 @njit(cache=False)
@@ -32,7 +38,8 @@ def _arena(created: list[int]) -> np.ndarray:
 
 
 def _grow(compiled: bool, A: np.ndarray, need: int, lo: int) -> np.ndarray:
-    f = _ensure_room_compiled if compiled else ensure_room.py_func
+    # Compiled: a loop's call, through the object-mode block into grown_arena.
+    f = _ensure_room_compiled if compiled else grown_arena.py_func
     return f(A, np.int64(8), np.int64(need), np.int64(0), np.int64(lo))
 
 
@@ -66,3 +73,54 @@ def test_room_enough_keeps_the_arena() -> None:
     for compiled in (False, True):
         B = _grow(compiled, A, 4, lo=5)
         assert B.shape == A.shape and np.shares_memory(A, B)
+
+
+_GROWTH_SCRIPT = textwrap.dedent(
+    """
+    import random
+    import pycel
+    from pycel.jit import store
+    from pycel.reference import evaluate
+
+    class R(pycel.Event):
+        key: pycel.Field[int]
+
+    class A(R): ...
+
+    class B(R): ...
+
+    def stream(n, keys, seed):
+        rnd = random.Random(seed)
+        return [rnd.choice([A, B])(key=rnd.randrange(keys)) for _ in range(n)]
+
+    def check(pattern, events):
+        got, want = pycel.compile(pattern).run(events), evaluate(pattern, events)
+        assert got.keys() == want.keys() and len(got) == len(want), (len(got), len(want))
+        return len(got)
+
+    a, b = pycel.alias(A, "a"), pycel.alias(B, "b")
+    grown = lambda: (len(store.grown_arena.signatures), len(store.rebuilt_table.signatures))
+    # A window of 4 events holds a few nodes and H entries: nothing grows.
+    small = check(pycel.seq(a, b).within(events=4), stream(300, 1, 1))
+    assert small > 0 and grown() == (0, 0), grown()
+    # 3,000 events in the window over 2,000 keys: the arenas (1,024 slots) and H
+    # (half of 1,024 entries: about 1,050 keys wait with an a) grow, and the matches
+    # are still the reference's.
+    big = check(pycel.seq(a, b).partition_by(R.key).within(events=3000), stream(3000, 2000, 2))
+    assert big > 0 and grown() == (1, 1), grown()
+    print("ok", small, big)
+    """
+)
+
+
+def test_growth_is_compiled_only_when_a_store_grows() -> None:
+    """A query whose store never grows compiles (or loads) no growth code: its loop calls
+    it through an object-mode block (store.ensure_room, store.ht_rebuild). A store that
+    grows compiles it then, and the matches are the reference's. (A fresh process: this
+    one may have grown stores already.)"""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _GROWTH_SCRIPT], cwd=root, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok "), done.stdout

@@ -55,6 +55,24 @@ def _grow(a: _Array, need: Int) -> _Array:
     return b
 
 
+def _grown_outputs(
+    out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int,
+    se_cap: Int, off_cap: Int, ent_cap: Int,
+) -> tuple[Ints, Ints, Int32s, Ints]:  # fmt: skip
+    """New output arrays of these capacities holding what was written (plain Python, run
+    from :func:`_reserve`'s object-mode block: numpy copies with memcpy, and the loops
+    compile a single call for the whole growth)."""
+    se = np.empty(se_cap, dtype=np.int64)
+    se[: 2 * n_out] = out_se[: 2 * n_out]
+    off = np.empty(off_cap, dtype=np.int64)
+    off[: n_out + 1] = out_off[: n_out + 1]
+    var = np.empty(ent_cap, dtype=np.int32)
+    var[:n_ent] = out_var[:n_ent]
+    pos = np.empty(ent_cap, dtype=np.int64)
+    pos[:n_ent] = out_pos[:n_ent]
+    return se, off, var, pos
+
+
 @inner
 def _reserve(
     out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, entries: Int
@@ -76,14 +94,9 @@ def _reserve(
     while ent_cap < n_ent + entries:
         ent_cap *= 4
     with objmode(se="int64[::1]", off="int64[::1]", var="int32[::1]", pos="int64[::1]"):
-        se = np.empty(se_cap, dtype=np.int64)
-        off = np.empty(off_cap, dtype=np.int64)
-        var = np.empty(ent_cap, dtype=np.int32)
-        pos = np.empty(ent_cap, dtype=np.int64)
-    copy_prefix(se, out_se, 2 * n_out)
-    copy_prefix(off, out_off, n_out + 1)
-    copy_prefix(var, out_var, n_ent)
-    copy_prefix(pos, out_pos, n_ent)
+        se, off, var, pos = _grown_outputs(
+            out_se, out_off, out_var, out_pos, n_out, n_ent, se_cap, off_cap, ent_cap
+        )
     return se, off, var, pos
 
 

@@ -21,7 +21,7 @@ the window start, so it can never be followed again; otherwise the arena doubles
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from .arrays import Int, Ints, Truth
 from .inner import inner
@@ -82,10 +82,11 @@ def has_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Tru
     return fits
 
 
-@inner
-def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
+@njit(cache=True)
+def grown_arena(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
     """``A`` with room for ``need`` new nodes without overwriting one created at or after
-    ``lo`` (doubling and moving the live ids when needed)."""
+    ``lo`` (doubling and moving the live ids when needed). The loops call it through
+    :func:`ensure_room`; Python may call it directly."""
     old = A.shape[1]
     cap = old
     while True:
@@ -106,6 +107,14 @@ def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> 
     for node in range(max(0, next_id - old), next_id):
         for r in range(A.shape[0]):
             B[r, node & (cap - 1)] = A[r, node & (old - 1)]
+    return B
+
+
+@inner
+def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
+    """:func:`grown_arena`, called from the loops through Python (see :func:`ht_rebuild`)."""
+    with objmode(B="int64[:, ::1]"):
+        B = grown_arena(A, next_id, need, created_row, lo)
     return B
 
 
@@ -263,11 +272,11 @@ def _entry_alive(HT: Ints, U: Ints, ctr: Ints, s: Int, lo: Int, keep_all: Truth)
     return alive
 
 
-@inner
-def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth) -> Ints:
+@njit(cache=True)
+def rebuilt_table(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth) -> Ints:
     """``HT`` with at least ``room`` free entries: dead entries (heap roots below the
     window, stale positions) are dropped unless ``keep_all``, and the table grows only if
-    the live ones need it."""
+    the live ones need it. The loops call it through :func:`ht_rebuild`."""
     if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
         return HT
     # One pass tests every entry and marks the dead ones empty (HT is replaced below, so
@@ -293,6 +302,33 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     if ctr[C_H_COUNT] > ctr[C_PEAK_H]:
         ctr[C_PEAK_H] = ctr[C_H_COUNT]
     return new
+
+
+@inner
+def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth) -> Ints:
+    """:func:`rebuilt_table`, called from the loops through Python.
+
+    Growth is rare (the arenas and H double), so the loops reach it through an object-mode
+    block: a loop then compiles a call into the interpreter instead of the growth code, and
+    the growth code is compiled the first time some stream of the process needs it (once,
+    then cached like the loops). Every loop carried both growth functions and LLVM
+    optimized them again inside each: about a fifth of a cold first query's compile time.
+    """
+    with objmode(new="int64[:, ::1]"):
+        new = rebuilt_table(HT, U, ctr, lo, room, keep_all)
+    return new
+
+
+def load_growth() -> None:
+    """Compile (or load from the cache) :func:`grown_arena` and :func:`rebuilt_table` now,
+    on a tiny store, instead of at a stream's first growth: a Spark driver does so before
+    it ships the kernels it used (``pycel.spark._runner.warm_kernels``), so executors do
+    not compile them in a group.
+
+    Example: ``load_growth(); entries = used_entries()``"""
+    E, U, HT, ctr = new_store(4)
+    grown_arena(E, ctr[C_E_NEXT], np.int64(1), E_POS_ROW, np.int64(0))
+    rebuilt_table(HT, U, ctr, np.int64(0), np.int64(1), LIVE_ONLY)
 
 
 @njit(cache=True, inline="always")

@@ -34,6 +34,7 @@ from pycel.data.matches import Matches, take
 from pycel.engine import CompiledQuery, Stream
 from pycel.errors import DataError
 from pycel.jit.cache import CacheEntry, install_entries, used_entries
+from pycel.jit.store import load_growth
 
 #: Output columns after the key columns.
 MATCH_START, MATCH_END, POSITIONS, IDS, EVENTS = "match_start", "match_end", "positions", "ids", "events"
@@ -212,7 +213,8 @@ def warm_kernels(spec: RunnerSpec) -> tuple[CacheEntry, ...]:
     absence, the types other than the absent ones come first in a push of their own: a
     loop blocks runs only once an absent event has arrived, so a group with none runs the
     variant without blocking, and both are shipped. Kernels of paths the few events do
-    not take are compiled where needed, as without this. Nothing is shipped if the run
+    not take are compiled where needed, as without this; the store's growth
+    (:func:`pycel.jit.store.load_growth`) is loaded too. Nothing is shipped if the run
     fails.
 
     Example: ``spec = attrs.evolve(spec, compiled=warm_kernels(spec))``"""
@@ -228,6 +230,7 @@ def warm_kernels(spec: RunnerSpec) -> tuple[CacheEntry, ...]:
             frame = _sample_frame(spec, names, start)
             evaluate(spec, stream, frame)
             start += len(frame)
+        load_growth()  # a few events never grow the store; the executors' groups will
     except Exception:  # noqa: BLE001 (an optimization only: the executors compile then)
         return ()
     return used_entries()
