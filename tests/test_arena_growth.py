@@ -108,6 +108,9 @@ _GROWTH_SCRIPT = textwrap.dedent(
     # are still the reference's.
     big = check(pycel.seq(a, b).partition_by(R.key).within(events=3000), stream(3000, 2000, 2))
     assert big > 0 and grown() == (1, 1), grown()
+    # What a Spark driver ships (load_growth) is what the loops call: no new signature.
+    store.load_growth()
+    assert grown() == (1, 1), grown()
     print("ok", small, big)
     """
 )
