@@ -84,14 +84,17 @@ _GROWTH_SCRIPT = textwrap.dedent(
 
     class R(pycel.Event):
         key: pycel.Field[int]
+        v: pycel.Field[int]
 
     class A(R): ...
 
     class B(R): ...
 
+    class C(R): ...
+
     def stream(n, keys, seed):
         rnd = random.Random(seed)
-        return [rnd.choice([A, B])(key=rnd.randrange(keys)) for _ in range(n)]
+        return [rnd.choice([A, B, C])(key=rnd.randrange(keys), v=rnd.randrange(2)) for _ in range(n)]
 
     def check(pattern, events):
         got, want = pycel.compile(pattern).run(events), evaluate(pattern, events)
@@ -100,8 +103,22 @@ _GROWTH_SCRIPT = textwrap.dedent(
 
     a, b = pycel.alias(A, "a"), pycel.alias(B, "b")
     grown = lambda: (len(store.grown_arena.signatures), len(store.rebuilt_table.signatures))
-    # A window of 4 events holds a few nodes and H entries: nothing grows.
-    small = check(pycel.seq(a, b).within(events=4), stream(300, 1, 1))
+    # A window of 4 events holds a few nodes and H entries: nothing grows, in any
+    # family (a loop that called the growth without testing the need first, at every
+    # event, would compile it here).
+    c = pycel.alias(C, "c")
+    small = 0
+    for pattern in (
+        pycel.seq(a, b).within(events=4),
+        pycel.seq(a, b).strategy("last"),
+        pycel.seq(a, b).strategy("max"),
+        pycel.seq(a, b, c).within(events=4).strategy("last"),
+        pycel.seq(a, b, c).within(events=4).strategy("next"),
+        pycel.seq(a, b).where(b.key > a.key).within(events=4),
+        (a & b & c).where((b.key == c.key) & (b.v == c.v)).within(events=4),
+        pycel.seq(a, pycel.absent(c), b).within(events=4),
+    ):
+        small += check(pattern, stream(300, 3, 1))
     assert small > 0 and grown() == (0, 0), grown()
     # 3,000 events in the window over 2,000 keys: the arenas (1,024 slots) and H
     # (half of 1,024 entries: about 1,050 keys wait with an a) grow, and the matches

@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints
-from .enumerate import TREAP, U_CMS, _grow
+from .enumerate import TREAP, U_CMS, _grow, _reserve, has_output_room
 from .inner import inner
 from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_BIT, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
@@ -206,10 +206,11 @@ def _write_layers(
     while i < n_first:
         room = min(most, room + paths[i])
         i += 1
-    out_se = _grow(out_se, 2 * (n_out + room))
-    out_off = _grow(out_off, n_out + room + 1)
-    out_var = _grow(out_var, n_ent + room * layers * max_labels)
-    out_pos = _grow(out_pos, n_ent + room * layers * max_labels)
+    entries = room * layers * max_labels
+    if not has_output_room(out_se, out_off, out_var, n_out, n_ent, room, entries):
+        out_se, out_off, out_var, out_pos = _reserve(
+            out_se, out_off, out_var, out_pos, n_out, n_ent, room, entries
+        )
     # Depth-first. walk[k]: the path's node at depth k; at depth k the candidates are
     # walk[layers + k] up to walk[2 * layers + k] (layer 0's nodes, then the steps of the
     # node chosen at depth k - 1). One array: one allocation per end.

@@ -11,12 +11,11 @@ at the same depth.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 from numba import njit, objmode
 
-from .arrays import Flags, Int, Int32s, Ints
+from .arrays import Int, Int32s, Ints, Truth
 from .inner import inner
 from .residual import Residual, residual_holds
 from .store import (
@@ -24,6 +23,7 @@ from .store import (
     E_CHILD,
     E_LABEL,
     E_POS,
+    ONE,
     U_BIT,
     U_CONTENT,
     U_LEFT,
@@ -39,12 +39,10 @@ from .structs import Buffers
 #: run's max-start (defined here, below the treap module, which imports this one).
 TREAP, U_CMS = 2, 7
 
-#: The arrays _grow doubles (its result has the argument's type).
-_Array = TypeVar("_Array", Ints, Int32s, Flags)
-
-
 @inner
-def _grow(a: _Array, need: Int) -> _Array:
+def _grow(a: Ints, need: Int) -> Ints:
+    """``a``, or a copy of it with room for ``need`` entries (doubled). Work arrays only:
+    the output arrays grow by :func:`_reserve` (int64 arrays only: one compiled copy)."""
     if need <= a.shape[0]:
         return a
     cap = a.shape[0] * 2
@@ -75,21 +73,24 @@ def _grown_outputs(
 
 @inner
 def _reserve(
-    out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, entries: Int
-) -> tuple[Ints, Ints, Int32s, Ints]:
-    """The output arrays with room for one more match of at most ``entries`` entries.
+    out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, matches: Int,
+    entries: Int,
+) -> tuple[Ints, Ints, Int32s, Ints]:  # fmt: skip
+    """The output arrays with room for ``matches`` more matches of ``entries`` entries in
+    all; the caller calls it only when they lack room (:func:`has_output_room`).
 
     They grow fourfold, allocated by numpy (in object mode, a few times per batch): numpy
     backs large arrays with huge pages, 512 times fewer page faults than the 4 KiB pages of
     Numba's allocator (filling 96 MB took about a third of the time on the benchmark
     machine); with millions of matches, mapping fresh memory is most of the cost of
-    writing them."""
+    writing them. Every writer of matches grows them here: one compiled growth, one
+    object-mode block, for all of them."""
     se_cap, off_cap, ent_cap = out_se.shape[0], out_off.shape[0], out_var.shape[0]
     # Four times: each growth copies what was written, and capacity that is never
     # written costs address space only (its pages are not mapped until written).
-    while se_cap < 2 * (n_out + 1):
+    while se_cap < 2 * (n_out + matches):
         se_cap *= 4
-    while off_cap < n_out + 2:
+    while off_cap < n_out + matches + 1:
         off_cap *= 4
     while ent_cap < n_ent + entries:
         ent_cap *= 4
@@ -101,6 +102,19 @@ def _reserve(
 
 
 @njit(cache=True, inline="always")
+def has_output_room(
+    out_se: Ints, out_off: Ints, out_var: Int32s, n_out: Int, n_ent: Int, matches: Int, entries: Int
+) -> Truth:
+    """Whether the output arrays hold ``matches`` more matches of ``entries`` entries."""
+    fits: Truth = (
+        2 * (n_out + matches) <= out_se.shape[0]
+        and n_out + matches + 1 <= out_off.shape[0]
+        and n_ent + entries <= out_var.shape[0]
+    )
+    return fits
+
+
+@njit(cache=True, inline="always")
 def emit_match(
     nodes: Ints, d: Int, end: Int, E: Ints, label_masks: Ints, proj_mask: Int,
     out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: Int, n_ent: Int, max_labels: Int,
@@ -108,13 +122,10 @@ def emit_match(
     """Append the match made of extend nodes ``nodes[0..d]`` (ending at ``end``) to the
     output arrays: its entries (variable, position) in node order, its start and end."""
     emask = E.shape[1] - 1
-    if 2 * (n_out + 1) > out_se.shape[0]:
-        out_se = _grow(out_se, 2 * (n_out + 1))
-    if n_out + 2 > out_off.shape[0]:
-        out_off = _grow(out_off, n_out + 2)
-    if n_ent + (d + 1) * max_labels > out_var.shape[0]:
-        out_var = _grow(out_var, n_ent + (d + 1) * max_labels)
-        out_pos = _grow(out_pos, n_ent + (d + 1) * max_labels)
+    if not has_output_room(out_se, out_off, out_var, n_out, n_ent, ONE, (d + 1) * max_labels):
+        out_se, out_off, out_var, out_pos = _reserve(
+            out_se, out_off, out_var, out_pos, n_out, n_ent, ONE, (d + 1) * max_labels
+        )
     start = end
     for k in range(d + 1):
         e = nodes[k] & emask
@@ -278,13 +289,9 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
             # Emit the match path[0..depth_done] from the cached path; the output arrays
             # are replaced only when they grow.
             d = depth_done
-            if (
-                n_ent + (d + 1) * max_labels > out_var.shape[0]
-                or n_out + 2 > out_off.shape[0]
-                or 2 * (n_out + 1) > out_se.shape[0]
-            ):
+            if not has_output_room(out_se, out_off, out_var, n_out, n_ent, ONE, (d + 1) * max_labels):
                 out_se, out_off, out_var, out_pos = _reserve(
-                    out_se, out_off, out_var, out_pos, n_out, n_ent, (d + 1) * max_labels
+                    out_se, out_off, out_var, out_pos, n_out, n_ent, ONE, (d + 1) * max_labels
                 )
             start = end
             for k in range(d + 1):

@@ -46,6 +46,7 @@ from .store import (
     H_STATE,
     LIVE_ONLY,
     NO_NODE,
+    ONE,
     ZERO,
     consumed_start,
     ht_get,
@@ -55,7 +56,7 @@ from .store import (
     record_barrier,
 )
 from .structs import BatchInput, Buffers, DfaArrays, NodeStore, RawOutput, Step, ints
-from .treap import AT_MOST, BELOW, KEEP_LEFT, KEEP_RIGHT, ONE, treap_insert, treap_split
+from .treap import AT_MOST, BELOW, KEEP_LEFT, KEEP_RIGHT, treap_insert, treap_split
 
 #: Condition operators (register OP threshold) and value kinds, as the tables hold them.
 OP_LT, OP_LE, OP_GT, OP_GE, OP_NE, OP_EQ = 0, 1, 2, 3, 4, 5

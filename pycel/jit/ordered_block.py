@@ -26,6 +26,7 @@ from .store import (
     C_U_NEXT,
     H_VAL,
     LIVE_ONLY,
+    ONE,
     U_CONTENT,
     U_LEFT,
     U_MS,
@@ -38,7 +39,7 @@ from .store import (
     make_room,
 )
 from .structs import DfaArrays
-from .treap import ONE, U_KEY, treap_insert
+from .treap import U_KEY, treap_insert
 
 #: H states of a conditioned state's runs whose register is NaN / null (the ordered
 #: loop's; here to keep the import downward).

@@ -48,6 +48,7 @@ BARRIER_STATE = np.int64(BARRIER)
 PREV_STATE = np.int64(PREV)
 NO_NODE = np.int64(-1)
 ZERO = np.int64(0)
+ONE = np.int64(1)  # (likewise: a literal 1 where an int64 starts)
 E_POS_ROW = np.int64(E_POS)
 U_CREATED_ROW = np.int64(U_CREATED)
 # ht_rebuild's keep_all, as numpy bools for the same reason (a literal True would give the
@@ -112,7 +113,10 @@ def grown_arena(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> 
 
 @inner
 def ensure_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Ints:
-    """:func:`grown_arena`, called from the loops through Python (see :func:`ht_rebuild`)."""
+    """:func:`grown_arena`, called from the loops through Python (see :func:`ht_rebuild`)
+    only when ``A`` lacks the room."""
+    if has_room(A, next_id, need, created_row, lo):
+        return A
     with objmode(B="int64[:, ::1]"):
         B = grown_arena(A, next_id, need, created_row, lo)
     return B
@@ -313,7 +317,11 @@ def ht_rebuild(HT: Ints, U: Ints, ctr: Ints, lo: Int, room: Int, keep_all: Truth
     the growth code is compiled the first time some stream of the process needs it (once,
     then cached like the loops). Every loop carried both growth functions and LLVM
     optimized them again inside each: about a fifth of a cold first query's compile time.
+    The test whether H needs it stays here, compiled: a call into the interpreter per
+    event would cost what the event's whole work does.
     """
+    if ctr[C_H_COUNT] + room <= HT.shape[1] // 2:
+        return HT
     with objmode(new="int64[:, ::1]"):
         new = rebuilt_table(HT, U, ctr, lo, room, keep_all)
     return new

@@ -43,9 +43,6 @@ from .inner import inner
 from .store import C_MAX_DEPTH, C_U_NEXT, U_BIT, U_CONTENT, U_CREATED, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
 U_KEY = 6
-#: One, as an int64 (a literal 1 where an int64 starts would give a callee a signature of
-#: its own while Numba infers the types).
-ONE = np.int64(1)
 #: ``U_BIT`` of a treap node: ``TREAP + priority`` in the low 32 bits, the height above.
 HEIGHT_SHIFT = 32
 LOW_BITS = (1 << HEIGHT_SHIFT) - 1
