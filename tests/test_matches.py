@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from strategies import Features, assert_limited, cases, event_types, without_limit
 
 import pycel
@@ -336,3 +337,38 @@ def test_attributes_that_ingestion_left_undecoded() -> None:
         direct = m.to_pandas(form, attributes=["name", "price"])
         decoded = lazy.to_pandas(form, attributes=["name", "price"])
         pd.testing.assert_frame_equal(decoded.astype(object), direct.astype(object))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # start
+            st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=5),  # (variable, position)
+        ),
+        max_size=6,
+    ),
+    st.permutations(["b", "a", "zz", "c"]),
+)
+def test_keys_are_the_matches_identities(
+    rows: list[tuple[int, list[tuple[int, int]]]], names: list[str]
+) -> None:
+    """``Matches.keys()`` (sorted with numpy) is the set of each match's ``key()``: entries
+    in any order, repeated, of variables whose names do not sort like their ids, matches
+    that bind nothing."""
+    offsets = np.cumsum([0] + [len(entries) for _, entries in rows]).astype(np.int64)
+    entries = [e for _, es in rows for e in es]
+    matches = pycel.Matches(
+        np.array([s for s, _ in rows], dtype=np.int64),
+        np.array([s + 9 for s, _ in rows], dtype=np.int64),
+        offsets,
+        np.array([v for v, _ in entries], dtype=np.int32),
+        np.array([p for _, p in entries], dtype=np.int64),
+        tuple(names),
+    )
+    expected = set()
+    for start, es in rows:  # read the rows directly, as Match.of normalizes them
+        valuation: dict[str, set[int]] = {}
+        for v, p in es:
+            valuation.setdefault(names[v], set()).add(p)
+        expected.add((start, start + 9, tuple(sorted((n, tuple(sorted(ps))) for n, ps in valuation.items()))))
+    assert matches.keys() == expected == {m.key() for m in matches}

@@ -180,8 +180,36 @@ class Matches:
         return (self[k] for k in range(len(self)))
 
     def keys(self) -> set[tuple[int, int, tuple[tuple[str, tuple[int, ...]], ...]]]:
-        """The set of match identities (see :meth:`Match.key`)."""
-        return {m.key() for m in self}
+        """The set of match identities (see :meth:`Match.key`): each match's start, end and
+        valuation, its variables sorted by name and each one's positions sorted, once.
+
+        The entries are sorted with numpy, so Python builds only the tuples (without a
+        :class:`Match` per match, about twice as fast)."""
+        n = len(self)
+        if n == 0:
+            return set()
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.offsets))
+        # Variables in name order, as Match.of sorts them.
+        rank = np.empty(max(len(self.variables), 1), dtype=np.int64)
+        rank[np.argsort(np.array(self.variables, dtype=object), kind="stable")] = np.arange(len(self.variables))
+        var_rank = rank[self.var_ids] if len(self.var_ids) else np.zeros(0, dtype=np.int64)
+        order = np.lexsort((self.positions, var_rank, owner))
+        m, v, p = owner[order], var_rank[order], self.positions[order]
+        fresh = np.ones(len(order), dtype=np.bool_)  # not a repeat of the entry before
+        fresh[1:] = (m[1:] != m[:-1]) | (v[1:] != v[:-1]) | (p[1:] != p[:-1])
+        m, v, p = m[fresh], v[fresh], p[fresh]
+        # Runs of one (match, variable): their positions form one tuple.
+        boundary = np.ones(len(m), dtype=np.bool_)
+        boundary[1:] = (m[1:] != m[:-1]) | (v[1:] != v[:-1])
+        cut = np.flatnonzero(boundary)
+        names = sorted(self.variables)
+        bounds = np.r_[cut, len(m)].tolist()
+        group_match, group_var, positions = m[cut].tolist(), v[cut].tolist(), p.tolist()
+        valuations: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(n)]
+        for g, (k, var) in enumerate(zip(group_match, group_var, strict=True)):
+            valuations[k].append((names[var], tuple(positions[bounds[g] : bounds[g + 1]])))
+        starts, ends = self.starts.tolist(), self.ends.tolist()
+        return {(starts[k], ends[k], tuple(valuations[k])) for k in range(n)}
 
     def to_pandas(
         self,
