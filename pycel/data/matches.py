@@ -191,7 +191,8 @@ class Matches:
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.offsets))
         # Variables in name order, as Match.of sorts them.
         rank = np.empty(max(len(self.variables), 1), dtype=np.int64)
-        rank[np.argsort(np.array(self.variables, dtype=object), kind="stable")] = np.arange(len(self.variables))
+        by_name = np.argsort(np.array(self.variables, dtype=object), kind="stable")
+        rank[by_name] = np.arange(len(self.variables))
         var_rank = rank[self.var_ids] if len(self.var_ids) else np.zeros(0, dtype=np.int64)
         order = np.lexsort((self.positions, var_rank, owner))
         m, v, p = owner[order], var_rank[order], self.positions[order]

@@ -19,7 +19,7 @@ import numpy as np
 
 from pycel.jit.last import run_batch_last
 from pycel.jit.order import O_NEXT, O_PREV, new_order
-from pycel.jit.store import EMPTY, H_RANK, H_STATE
+from pycel.jit.store import EMPTY, H_MS, H_RANK, H_STATE, H_VAL
 from pycel.jit.structs import ints
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
@@ -65,7 +65,10 @@ class RankedRunner(SequentialRunner):
         in_range(runner.order[O_NEXT], 0, capacity, "order links")
         in_range(runner.order[O_PREV], 0, capacity, "order links")
         if plan.strategy == "next":
+            # The ranks the loop reads: of entries holding a best set (or a max-start that
+            # would make the loop extend one). An emptied entry keeps whatever its rank row
+            # held (EMPTY where ht_slot made it), which the loop never reads.
             HT = runner.store.HT
-            used = HT[H_STATE] != EMPTY
-            in_range(HT[H_RANK][used & (HT[H_STATE] >= 0)], -1, capacity, "order entries")
+            held = (HT[H_STATE] != EMPTY) & (HT[H_STATE] >= 0) & ((HT[H_VAL] >= 0) | (HT[H_MS] >= 0))
+            in_range(HT[H_RANK][held], -1, capacity, "order entries")
         return runner
