@@ -23,10 +23,10 @@ SOURCE = Path(pycel.__file__).parent
 CHILD = """
 import json, numpy as np
 import pycel
-from pycel.jit.store import ht_find
-found = int(ht_find(np.full((6, 8), -2, dtype=np.int64), 1, 2))
-s = ht_find.stats
-print(json.dumps({"found": found, "path": s.cache_path, "pycel": pycel.__file__,
+from pycel.jit.store import grown_arena
+grown = grown_arena(np.zeros((2, 8), dtype=np.int64), 8, 4, 0, 1)  # ids 0..7 made at 0 < 1: room
+s = grown_arena.stats
+print(json.dumps({"found": grown.shape[1], "path": s.cache_path, "pycel": pycel.__file__,
                   "hits": sum(s.cache_hits.values()), "misses": sum(s.cache_misses.values())}))
 """
 
@@ -38,7 +38,7 @@ def _run(pythonpath: Path, **env: str) -> dict[str, object]:
     run = subprocess.run(cmd, env=clean, check=True, capture_output=True, text=True, cwd=pythonpath.parent)
     out = run.stdout
     result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    assert result["found"] == -1  # an empty table holds nothing
+    assert result["found"] == 8  # the arena had room: not grown
     return result
 
 

@@ -30,7 +30,6 @@ from .store import (
     U_MS,
     U_RIGHT,
     ZERO,
-    copy_prefix,
     live,
 )
 from .structs import Buffers
@@ -39,17 +38,26 @@ from .structs import Buffers
 #: run's max-start (defined here, below the treap module, which imports this one).
 TREAP, U_CMS = 2, 7
 
+def _doubled(a: Ints, cap: Int) -> Ints:
+    """A new array of ``cap`` entries starting with ``a`` (plain Python: see :func:`_grow`)."""
+    b = np.empty(cap, dtype=np.int64)
+    b[: len(a)] = a
+    return b
+
+
 @inner
 def _grow(a: Ints, need: Int) -> Ints:
     """``a``, or a copy of it with room for ``need`` entries (doubled). Work arrays only:
-    the output arrays grow by :func:`_reserve` (int64 arrays only: one compiled copy)."""
+    the output arrays grow by :func:`_reserve`. The copy is made in Python, like the
+    store's growth (pycel.jit.store.ht_rebuild): the loops compile one call, not the
+    allocation and the copy loop."""
     if need <= a.shape[0]:
         return a
     cap = a.shape[0] * 2
     while cap < need:
         cap *= 2
-    b = np.empty(cap, dtype=a.dtype)
-    copy_prefix(b, a, a.shape[0])
+    with objmode(b="int64[::1]"):
+        b = _doubled(a, cap)
     return b
 
 

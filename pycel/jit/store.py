@@ -76,10 +76,12 @@ def live(A: Ints, next_id: Int, node: Int) -> Truth:
 @njit(cache=True, inline="always")
 def has_room(A: Ints, next_id: Int, need: Int, created_row: Int, lo: Int) -> Truth:
     """Whether ``need`` new nodes fit without overwriting one created at or after ``lo``
-    (ids are allocated in creation order, so checking the newest overwritten one suffices)."""
+    (ids are allocated in creation order, so checking the newest overwritten one suffices),
+    nor one another (``need`` at most the capacity: more would wrap around onto the
+    nodes just made)."""
     cap = A.shape[1]
     oldest = next_id + need - 1 - cap
-    fits: Truth = oldest < 0 or A[created_row, oldest & (cap - 1)] < lo
+    fits: Truth = need <= cap and (oldest < 0 or A[created_row, oldest & (cap - 1)] < lo)
     return fits
 
 
@@ -134,13 +136,6 @@ def make_room(E: Ints, U: Ints, ctr: Ints, moves: Int, lo: Int) -> tuple[Ints, I
     if not has_room(U, ctr[C_U_NEXT], need_u, U_CREATED, lo):
         U = ensure_room(U, ctr[C_U_NEXT], need_u, U_CREATED_ROW, lo)
     return E, U
-
-
-@inner
-def copy_prefix(dst: np.ndarray, src: np.ndarray, n: Int) -> None:
-    """``dst[:n] = src[:n]`` as a loop (see ensure_room: no slice assignment)."""
-    for i in range(n):
-        dst[i] = src[i]
 
 
 @inner
@@ -219,7 +214,7 @@ def _hash(state: Int, key: Int, mask: Int) -> Int:
     return h & mask
 
 
-@njit(cache=True)
+@inner
 def ht_find(HT: Ints, state: Int, key: Int) -> Int:
     """The slot of (state, key), or -1."""
     mask = HT.shape[1] - 1

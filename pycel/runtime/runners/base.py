@@ -138,10 +138,12 @@ class Store:
     @classmethod
     def new(cls, heap_rows: int = 6) -> Store:
         """An empty store (``heap_rows``: 8 where the heap arena also holds the ordered
-        index's nodes, pycel.jit.treap)."""
+        index's nodes, pycel.jit.treap, with 4,096 slots: the ordered loop reserves room
+        for a treap split per condition and transition at each event, which would double
+        a 1,024-slot arena at the first event of most queries)."""
         E, U, HT, ctr = new_store()
         if heap_rows != U.shape[0]:
-            U = np.full((heap_rows, U.shape[1]), -1, dtype=np.int64)
+            U = np.full((heap_rows, 4 * U.shape[1]), -1, dtype=np.int64)
         return cls(E, U, HT, ctr)
 
     def nodes(self) -> NodeStore:
