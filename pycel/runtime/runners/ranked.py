@@ -19,7 +19,7 @@ import numpy as np
 
 from pycel.jit.last import run_batch_last
 from pycel.jit.order import O_NEXT, O_PREV, new_order
-from pycel.jit.store import EMPTY, H_MS, H_RANK, H_STATE, H_VAL
+from pycel.jit.store import H_MS, H_RANK, H_STATE, H_VAL
 from pycel.jit.structs import ints
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
@@ -69,6 +69,6 @@ class RankedRunner(SequentialRunner):
             # would make the loop extend one). An emptied entry keeps whatever its rank row
             # held (EMPTY where ht_slot made it), which the loop never reads.
             HT = runner.store.HT
-            held = (HT[H_STATE] != EMPTY) & (HT[H_STATE] >= 0) & ((HT[H_VAL] >= 0) | (HT[H_MS] >= 0))
+            held = (HT[H_STATE] >= 0) & ((HT[H_VAL] >= 0) | (HT[H_MS] >= 0))  # (EMPTY < 0)
             in_range(HT[H_RANK][held], -1, capacity, "order entries")
         return runner
