@@ -193,7 +193,7 @@ class Matches:
         rank = np.empty(max(len(self.variables), 1), dtype=np.int64)
         by_name = np.argsort(np.array(self.variables, dtype=object), kind="stable")
         rank[by_name] = np.arange(len(self.variables))
-        var_rank = rank[self.var_ids] if len(self.var_ids) else np.zeros(0, dtype=np.int64)
+        var_rank = rank[self.var_ids]
         order = np.lexsort((self.positions, var_rank, owner))
         m, v, p = owner[order], var_rank[order], self.positions[order]
         fresh = np.ones(len(order), dtype=np.bool_)  # not a repeat of the entry before
@@ -203,7 +203,7 @@ class Matches:
         boundary = np.ones(len(m), dtype=np.bool_)
         boundary[1:] = (m[1:] != m[:-1]) | (v[1:] != v[:-1])
         cut = np.flatnonzero(boundary)
-        names = sorted(self.variables)
+        names = [self.variables[i] for i in by_name]
         bounds = np.r_[cut, len(m)].tolist()
         group_match, group_var, positions = m[cut].tolist(), v[cut].tolist(), p.tolist()
         valuations: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(n)]
