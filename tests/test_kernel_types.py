@@ -241,7 +241,7 @@ def test_an_ordered_query_compiles_no_heap_insertion(tmp_path: Path) -> None:
     )
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["equal"] is True
-    assert result["ordered"] == [[False] * 6] and result["all"] == []
+    assert result["ordered"] == [[False] * 7] and result["all"] == []
     compiled = set(result["compiled"])
     assert any("run_batch_ordered" in name for name in compiled), sorted(compiled)
     for unused in ("heap_insert", "_insert", "_merge", "_seen_before", "run_batch_all"):

@@ -111,6 +111,30 @@ def test_generated_windowed_strategies_with_joins_equal_the_reference(
     _check(pattern, limit, stream, data.draw(st.integers(0, len(stream))))
 
 
+@st.composite
+def wide_max_queries(draw: st.DrawFn) -> tuple[Pattern, list[Base]]:
+    """MAX with a count window wide enough to hold most of a stream whose events are mostly
+    the types of the pattern's ``+``: many outputs per end, most contained in others."""
+    body = draw(patterns(TYPES, 3, Features(windows=False, partition=False, negation=True, contiguous=True)))
+    assume(kleene_count(body) > 0)
+    pattern = body.within(events=draw(st.integers(6, 14)))
+    if draw(st.booleans()):
+        pattern = pattern.partition_by(Base.x)
+    return pattern.strategy("max"), draw(streams(TYPES, 14))
+
+
+@settings(max_examples=150)
+@given(wide_max_queries(), st.data())
+def test_generated_max_with_wide_windows_equals_the_reference(
+    query: tuple[Pattern, list[Base]], data: st.DataObject
+) -> None:
+    """MAX's search (pycel/jit/choose_max.py) drops a partial path once a larger one can
+    follow it everywhere; with windows holding up to 14 events under ``+`` it keeps what
+    the reference keeps among every output that fits."""
+    pattern, stream = query
+    _check(pattern, None, stream, data.draw(st.integers(0, len(stream))))
+
+
 @settings(max_examples=300)
 @given(
     st.lists(st.frozensets(st.integers(0, 8), max_size=5), min_size=1, max_size=8),

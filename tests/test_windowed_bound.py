@@ -1,8 +1,8 @@
-"""MAX with a window compares every match that fits the window at an end
-(pycel/runtime/runners/windowed.py). Above MAX_WINDOWED_CHOICES per end the stream is
-refused with a clear error, never cut short; at or below it the answers are exact. LAST
-and NEXT find their choice on the run DAG instead (pycel/jit/choose.py): no bound, no
-refusal."""
+"""LAST, NEXT and MAX with a window choose among the matches that fit the window on the
+run DAG (pycel/jit/choose.py, pycel/jit/choose_max.py): no bound, no refusal. With
+post-filters the strategy compares every match that fits and passes them
+(pycel/runtime/runners/windowed.py): above MAX_WINDOWED_CHOICES per end that stream is
+refused with a clear error, never cut short; at or below it the answers are exact."""
 
 from __future__ import annotations
 
@@ -36,10 +36,15 @@ def _events(bs: int) -> list[Any]:
     return [A(x=0), *(B(x=0) for _ in range(bs)), C(x=0)]
 
 
-@pytest.mark.parametrize("strategy", ["max"])
-def test_an_end_with_too_many_matches_to_compare_is_refused(strategy: str, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("strategy", ["last", "next", "max"])
+def test_an_end_with_too_many_filtered_matches_to_compare_is_refused(strategy: str, monkeypatch: Any) -> None:
     monkeypatch.setattr(windowed, "MAX_WINDOWED_CHOICES", 10)
-    pattern = pycel.seq(a, pycel.plus(b), c).within(events=20).strategy(strategy)  # type: ignore[arg-type]
+    pattern = (
+        pycel.seq(a, pycel.plus(b), c)
+        .where(a.x + c.x >= 0, post_filter=True)
+        .within(events=20)
+        .strategy(strategy)  # type: ignore[arg-type]
+    )
     stream = pycel.compile(pattern).stream()
     first = stream.push(_events(3))  # 7 matches end at c: compared exactly
     assert first.keys() == evaluate(pattern, _events(3)).keys()
@@ -51,10 +56,10 @@ def test_an_end_with_too_many_matches_to_compare_is_refused(strategy: str, monke
         stream.snapshot()
 
 
-@pytest.mark.parametrize("strategy", ["last", "next"])
-def test_last_and_next_choose_without_comparing_every_match(strategy: str, monkeypatch: Any) -> None:
-    """2**24 - 1 matches of seq(a, b+, c) end at the c; LAST and NEXT keep the one with
-    every b, found on the run DAG, whatever the bound on compared matches."""
+@pytest.mark.parametrize("strategy", ["last", "next", "max"])
+def test_the_strategies_choose_without_comparing_every_match(strategy: str, monkeypatch: Any) -> None:
+    """2**24 - 1 matches of seq(a, b+, c) end at the c; LAST, NEXT and MAX keep the one
+    with every b, found on the run DAG, whatever the bound on compared matches."""
     monkeypatch.setattr(windowed, "MAX_WINDOWED_CHOICES", 10)
     pattern = pycel.seq(a, pycel.plus(b), c).within(events=30).strategy(strategy)  # type: ignore[arg-type]
     stream = pycel.compile(pattern).stream()
@@ -62,6 +67,17 @@ def test_last_and_next_choose_without_comparing_every_match(strategy: str, monke
     assert small.keys() == evaluate(pattern, _events(4)).keys()  # the reference can do 15
     big = stream.push(_events(24))
     assert [(m.start, m.end, m.variables["b"]) for m in big] == [(6, 31, tuple(range(7, 31)))]
+
+
+def test_max_keeps_one_match_per_start_among_exponentially_many() -> None:
+    """Two a's, then 30 b's and a c in a window of 40: 2 * (2**30 - 1) matches end at the
+    c; MAX keeps, for each a, the one with every b (an a is never a b, so neither
+    contains the other), and a shorter window keeps only the later a's."""
+    events = [A(x=0), A(x=1), *(B(x=0) for _ in range(30)), C(x=0)]
+    for window, starts in ((40, [0, 1]), (31, [1])):
+        pattern = pycel.seq(a, pycel.plus(b), c).within(events=window).strategy("max")
+        got = pycel.compile(pattern).run(events)
+        assert sorted((m.start, m.variables["b"]) for m in got) == [(s, tuple(range(2, 32))) for s in starts]
 
 
 def test_at_the_bound_the_choice_is_exact(monkeypatch: Any) -> None:

@@ -287,32 +287,25 @@ def choose_last(
 _MIX = 0x5851F42D4C957F2D
 
 
-@inner
-def choose_next(
-    finals: Ints, n_finals: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints,
-    label_masks: Ints, proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s,
-    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints,
-) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, np.int64]:  # fmt: skip
-    """Write the NEXT outputs of the end at ``end`` (as :func:`choose_last`): C is found
-    from its first position up, on the end's runs inside the window (module docstring).
+@njit(cache=True, inline="always")
+def end_region(
+    finals: Ints, n_finals: Int, lo: Int, E: Ints, U: Ints, ctr: Ints, stack: Ints
+) -> tuple[Ints, Ints, Ints, Ints, Ints, Int, Ints]:
+    """The end's region: the extend nodes its runs inside the window go through, each
+    once: the finals (indices 0 to n_finals - 1) and, transitively, the entries of their
+    heaps with max-start ≥ ``lo``. Node i is ``region[i]``; its steps back are to the
+    nodes ``to[s]``, s from ``steps[i]`` to ``steps[i + 1] - 1``. The steps are also
+    listed by the node they step to: node y's are ``ahead[y]``, then ``links[2s]`` from
+    each step s (-1: none), from the nodes ``links[2s + 1]``. Returns (region, steps, to,
+    ahead, links, the node count, the work stack). O(r + s), r the nodes and s the steps.
 
-    One body in three steps, written for a short compile (a query compiles it on its first
-    run; Numba's IR, measured): no inlined helpers (each was inlined by copying and
-    re-running passes on its IR, 0.1-0.2 s apiece, and those that returned arrays built
-    and unpacked tuples), ``while`` loops (a ``for ... in range`` lowers to about three
-    times the code), no array that grows (the region is found again in twice the room
-    if it does not fit: O(r + s) in all), and arrays reused once done with."""
+    m slots each, the table (rows of node id, index) 2m rows: at most half full; the
+    region is found again in twice the room if it does not fit (no array grows). The
+    finals are this event's new nodes: no heap holds them, so only the nodes found in
+    heaps go into the table."""
     emask = E.shape[1] - 1
     umask = U.shape[1] - 1
     unext = ctr[C_U_NEXT]
-    # 1. The region: the extend nodes the end's runs inside the window go through, each
-    # once: the finals (indices 0 to n_finals - 1) and, transitively, the entries of their
-    # heaps with max-start ≥ lo; node i's steps back are to the nodes to[s], s from
-    # steps[i] to steps[i + 1] - 1. m slots each, the table (rows of node id, index) 2m
-    # rows: at most half full. The finals are this event's new nodes: no heap holds them,
-    # so only the nodes found in heaps go into the table. The steps are also listed by
-    # the node they step to, for C (2.): node y's are ahead[y], then links[2s] from each
-    # step s (-1: none), from the nodes links[2s + 1].
     m: Int = np.int64(16)
     while m < 2 * n_finals:
         m *= 2
@@ -381,6 +374,28 @@ def choose_next(
             steps[n] = n_steps
             break
         m *= 2
+    return region, steps, to, ahead, links, n, stack
+
+
+@inner
+def choose_next(
+    finals: Ints, n_finals: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints,
+    label_masks: Ints, proj_mask: Int, max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s,
+    out_pos: Ints, n_out: np.int64, n_ent: np.int64, stack: Ints,
+) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64, Ints, np.int64]:  # fmt: skip
+    """Write the NEXT outputs of the end at ``end`` (as :func:`choose_last`): C is found
+    from its first position up, on the end's runs inside the window (module docstring).
+
+    One body in three steps, written for a short compile (a query compiles it on its first
+    run; Numba's IR, measured): no inlined helpers (each was inlined by copying and
+    re-running passes on its IR, 0.1-0.2 s apiece, and those that returned arrays built
+    and unpacked tuples), ``while`` loops (a ``for ... in range`` lowers to about three
+    times the code), no array that grows (the region is found again in twice the room
+    if it does not fit: O(r + s) in all), and arrays reused once done with."""
+    emask = E.shape[1] - 1
+    # 1. The region (end_region): the nodes the end's runs inside the window go through.
+    region, steps, to, ahead, links, n, stack = end_region(finals, n_finals, lo, E, U, ctr, stack)
+    n_steps = steps[n]
     pos = np.empty(n, dtype=np.int64)
     y = ZERO
     while y < n:
@@ -433,9 +448,9 @@ def choose_next(
         last += 1
     # 3. The layers of C (as _first_layer describes them), from the finals back: layer j
     # holds the region nodes at C's position last - j that a node of layer j - 1 steps
-    # back to. Reused: the table (4m ≥ 2n + 2 slots) for them, candidates (n + steps)
-    # for their steps, pos for index (a region node's index in the layers, or -1).
-    layered = table
+    # back to. Reused: candidates (n + steps) for their steps, pos for index (a region
+    # node's index in the layers, or -1).
+    layered = np.empty(2 * n + 2, dtype=np.int64)
     layer_to = candidates
     index = pos
     y = ZERO

@@ -27,6 +27,7 @@ from numba import njit
 
 from .arrays import Int, Ints, Truth
 from .choose import choose_last, choose_next, gather_finals
+from .choose_max import choose_max
 from .enumerate import (
     _enumerate_ordered,
     _enumerate_ordered_distinct,
@@ -216,16 +217,16 @@ def _pieces(
 
 
 def _ordered_loop(
-    consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
+    consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool, max_: bool
 ) -> OrderedLoop:
     """The loop compiled with the paths one kind of query uses (closure constants, as in
     :func:`pycel.jit.runtime._all_loop`): consumption, the projection's duplicate check,
     absence (``blocking``: events that block waiting runs, :mod:`pycel.jit.ordered_block`),
-    pruning by the post-filters' programs ``res`` (:mod:`pycel.jit.residual`), and LAST's
-    or NEXT's choice among an end's outputs that fit the window instead of enumerating
-    them all (:mod:`pycel.jit.choose`; its walks skip a treap node whose own run left the
-    window, as the enumerator does)."""
-    choosing = last or next_
+    pruning by the post-filters' programs ``res`` (:mod:`pycel.jit.residual`), and LAST's,
+    NEXT's or MAX's choice among an end's outputs that fit the window instead of
+    enumerating them all (:mod:`pycel.jit.choose`, :mod:`pycel.jit.choose_max`; their
+    walks skip a treap node whose own run left the window, as the enumerator does)."""
+    choosing = last or next_ or max_
 
     @njit(cache=True)
     def run_batch_ordered(
@@ -287,8 +288,10 @@ def _ordered_loop(
             enumerate_matches = _enumerate_ordered
         if last:
             choose_end = choose_last
-        else:
+        elif next_:
             choose_end = choose_next
+        else:
+            choose_end = choose_max
         finals = np.empty(64, dtype=np.int64)
         walk = np.empty(64, dtype=np.int64)  # the treap a block moves, node by node
         # Whether a treap of NaN or null registers may exist: two lookups per conditioned
@@ -370,7 +373,7 @@ def _ordered_loop(
             # (2) Enumerate the matches ending here.
             emitted = ZERO
             first_out = n_out
-            if choosing:  # LAST/NEXT with a window: the end's chosen outputs, from all its finals
+            if choosing:  # LAST/NEXT/MAX with a window: the end's chosen outputs, from all its finals
                 n_finals = gather_finals(new_x, new_d, final, fired, finals)
                 if n_finals > 0:
                     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
@@ -440,14 +443,14 @@ def _ordered_loop(
 
 
 OrderedLoop = Callable[[NodeStore, BatchInput, DfaArrays, OrderedInput, Buffers, Residual], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool], OrderedLoop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool, bool], OrderedLoop] = {}
 #: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
 _NO_RESIDUAL = empty_residual()
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool], OrderedLoop]:
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool, bool], OrderedLoop]:
     """The ordered loop variants made so far, by (consuming, distinct, blocking, pruning,
-    last, next)."""
+    last, next, max)."""
     return dict(_LOOPS)
 
 
@@ -460,7 +463,7 @@ def run_batch_ordered(
     choose: str = "",
 ) -> Step:
     """Process one batch of a pattern with edge conditions (ALL/ANY, or the choice of
-    ``choose`` "last"/"next" at each end, with a window; pruned by the post-filters'
+    ``choose`` "last"/"next"/"max" at each end, with a window; pruned by the post-filters'
     programs ``res`` if given); return the (possibly grown) store and the matches.
     ``store.U`` has :data:`~pycel.jit.treap.TREAP_ROWS` rows.
 
@@ -470,7 +473,8 @@ def run_batch_ordered(
     """
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
     blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
-    key = (bool(batch.consume), distinct, blocking, res is not None, choose == "last", choose == "next")
+    chooser = (choose == "last", choose == "next", choose == "max")
+    key = (bool(batch.consume), distinct, blocking, res is not None, *chooser)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _ordered_loop(*key)

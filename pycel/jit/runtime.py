@@ -33,6 +33,7 @@ from numba import njit
 
 from .arrays import Int, Ints
 from .choose import choose_last, choose_next, gather_finals
+from .choose_max import choose_max
 from .enumerate import (
     _enumerate,
     _enumerate_distinct,
@@ -184,15 +185,16 @@ def _fire(
 
 
 def _all_loop(
-    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool,
+    max_: bool,
 ) -> Loop:
     """The ALL loop compiled with the paths one kind of query uses: contiguity (δ_adj, the
     fresh heaps), consumption, the projection's duplicate check (``distinct``), absence
     (``blocking``: events that block waiting runs, :func:`block_runs`), the post-filters'
     pruning during enumeration (``pruning``: ``res`` holds their programs,
-    :mod:`pycel.jit.residual`), LAST or NEXT with a window (``last``, ``next_``: an end
-    writes only the outputs the strategy keeps among those that fit the window,
-    :mod:`pycel.jit.choose`).
+    :mod:`pycel.jit.residual`), LAST, NEXT or MAX with a window (``last``, ``next_``,
+    ``max_``: an end writes only the outputs the strategy keeps among those that fit the
+    window, :mod:`pycel.jit.choose`, :mod:`pycel.jit.choose_max`).
 
     Each flag is a closure constant: Numba removes the branches it disables before typing
     the function, so their code (and the helpers only they call) is compiled only for a
@@ -202,7 +204,7 @@ def _all_loop(
     ``if flag and x:`` is pruned too, ``x = flag; if x:`` is not)."""
 
     # Closure constants, as the flags: a choosing variant never runs the enumerator.
-    choosing = last or next_
+    choosing = last or next_ or max_
     enumerating = not choosing
 
     @njit(cache=True)
@@ -268,8 +270,10 @@ def _all_loop(
             enumerate_matches = _enumerate
         if last:
             choose_end = choose_last
-        else:
+        elif next_:
             choose_end = choose_next
+        else:
+            choose_end = choose_max
         for j in range(n):
             if not key_valid[j]:
                 continue
@@ -329,7 +333,7 @@ def _all_loop(
             # (2) Enumerate the matches ending here.
             emitted = ZERO
             first = n_out
-            if choosing:  # LAST/NEXT with a window: the end's chosen outputs, from all its finals
+            if choosing:  # LAST/NEXT/MAX with a window: the end's chosen outputs, from all its finals
                 n_finals = gather_finals(new_x, new_d, final, fired, finals)
                 if n_finals > 0:
                     (out_se, out_off, out_var, out_pos, n_out, n_ent, stack_h, emitted) = choose_end(
@@ -390,26 +394,27 @@ def _all_loop(
 
 #: A compiled per-event loop over the determinized automaton.
 Loop = Callable[[NodeStore, BatchInput, DfaArrays, Buffers, Residual], Step]
-_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool, bool], Loop] = {}
+_LOOPS: dict[tuple[bool, bool, bool, bool, bool, bool, bool, bool], Loop] = {}
 #: What the loops take for ``res`` when nothing prunes (one fixed type for every variant).
 _NO_RESIDUAL = empty_residual()
 
 
 def _loop_for(
-    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool
+    contiguous: bool, consuming: bool, distinct: bool, blocking: bool, pruning: bool, last: bool, next_: bool,
+    max_: bool,
 ) -> Loop:
     """The ALL loop variant for these paths, made at its first use (compiled or loaded
     from the cache at its first call)."""
-    key = (contiguous, consuming, distinct, blocking, pruning, last, next_)
+    key = (contiguous, consuming, distinct, blocking, pruning, last, next_, max_)
     loop = _LOOPS.get(key)
     if loop is None:
         loop = _LOOPS[key] = _all_loop(*key)
     return loop
 
 
-def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool, bool], Loop]:
+def loop_variants() -> dict[tuple[bool, bool, bool, bool, bool, bool, bool, bool], Loop]:
     """The ALL loop variants made so far, by (contiguous, consuming, distinct, blocking,
-    pruning, last, next_)."""
+    pruning, last, next_, max_)."""
     return dict(_LOOPS)
 
 
@@ -423,8 +428,8 @@ def run_batch(
     ``batch.consume``, the duplicate check if the projection drops a bound variable,
     blocking once some class of the data blocks runs (an absence's event has arrived),
     pruning by the post-filters' programs ``res`` if given (:mod:`pycel.jit.residual`),
-    the strategy's choice at each end if ``choose`` is "last" or "next"
-    (:mod:`pycel.jit.choose`; with a window).
+    the strategy's choice at each end if ``choose`` is "last", "next" or "max"
+    (:mod:`pycel.jit.choose`, :mod:`pycel.jit.choose_max`; with a window).
 
     Example::
 
@@ -433,7 +438,7 @@ def run_batch(
     distinct = drops_variables(tables.label_masks, batch.projection_mask)
     blocking = bool(tables.bptr[-1] > 0)  # some class blocks runs: the pattern has an absence
     paths = (bool(tables.contiguous), bool(batch.consume), distinct, blocking, res is not None)
-    loop = _loop_for(*paths, choose == "last", choose == "next")
+    loop = _loop_for(*paths, choose == "last", choose == "next", choose == "max")
     work = new_buffers(tables.label_masks, distinct)
     return loop(store, batch, tables, work, _NO_RESIDUAL if res is None else res)
 

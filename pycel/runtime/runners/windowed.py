@@ -103,9 +103,10 @@ class WindowedRunner:
 
 
 def _chosen_in_loop(plan: Plan) -> str:
-    """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`), or "": LAST and
-    NEXT without post-filters (the strategy must compare the outputs that pass them)."""
-    in_loop = plan.strategy in ("last", "next") and not plan.outputs_filtered
+    """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`,
+    :mod:`pycel.jit.choose_max`), or "": LAST, NEXT and MAX without post-filters (the
+    strategy must compare the outputs that pass them)."""
+    in_loop = plan.strategy in ("last", "next", "max") and not plan.outputs_filtered
     return plan.strategy if in_loop else ""
 
 
