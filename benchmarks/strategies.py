@@ -89,7 +89,7 @@ def _kleene_checked(w: Workload, frame: Any, matches: Any) -> str:
     earliest's."""
     import numpy as np
 
-    _, _, window, strategy = w.name.split("-")
+    _, window, strategy = w.name.split("-")
     kinds = frame["event_type"].to_numpy()
     t0, t1, t2 = (np.flatnonzero(kinds == f"T{i}") for i in range(3))
     lo = t2 - int(window[1:])

@@ -16,8 +16,8 @@ longer larger). Every region node lies on a run that starts inside the window, s
 
 - p ends (its node starts its run) with a maximal C unless a path of U can still end
   (its node starts a run, or steps further down) or a path of E can still step down;
-- p is abandoned as soon as a node u of U can step to every node p's node can step to
-  below x (u = p's node included): each way p can go on, the larger path can too.
+- p is abandoned as soon as every node p's node can step to below x is a step of some
+  node of U: each way p can go on, a larger path can too.
 
 The second rule is what keeps the search small: where a ``+`` could have taken an event
 that p skipped, the larger path is at the same node as p, or at one that reaches all of
@@ -50,6 +50,8 @@ from .store import E_CHILD, E_LABEL, E_POS, ONE, ZERO
 #: pool, and the end of the pool this frame uses.
 _P, _CUR, _DEPTH, _E_OFF, _E_LEN, _U_OFF, _U_LEN, _SEG_END = 0, 1, 2, 3, 4, 5, 6, 7
 _FRAME = 8
+#: Steps of one node sorted by insertion; longer lists by numpy's argsort.
+_SHORT = 32
 
 
 @njit(cache=True, inline="always")
@@ -118,29 +120,29 @@ def _outgrown(
 
 
 @njit(cache=True, inline="always")
-def _covered(
-    y: Int, pool: Ints, u_off: Int, u_len: Int, x: Int, steps: Ints, to: Ints, pos: Ints, mark: Ints,
-    stamp: Int,
-) -> tuple[Truth, Int]:
-    """Whether a node u of U (``pool[u_off:u_off + u_len]``) steps to every node that
-    ``y`` steps to below ``x``: then every way on from y is one from u, on a path with
-    more positions. Returns (that, the next free stamp of ``mark``)."""
-    first = _first_below(to, pos, steps[y], steps[y + 1], x)
-    for k in range(u_off, u_off + u_len):
+def _mark_steps(
+    pool: Ints, off: Int, length: Int, x: Int, steps: Ints, to: Ints, pos: Ints, mark: Ints, stamp: Int
+) -> None:
+    """Stamp in ``mark`` every node that a node of ``pool[off:off + length]`` steps to
+    below ``x``."""
+    for k in range(off, off + length):
         u = pool[k]
-        if u == y:
-            return True, stamp
-        stamp += 1
         s = _first_below(to, pos, steps[u], steps[u + 1], x)
         while s < steps[u + 1]:
             mark[to[s]] = stamp
             s += 1
-        s = first
-        while s < steps[y + 1] and mark[to[s]] == stamp:
-            s += 1
-        if s == steps[y + 1]:
-            return True, stamp + 1
-    return False, stamp + 1
+
+
+@njit(cache=True, inline="always")
+def _covered(y: Int, x: Int, steps: Ints, to: Ints, pos: Ints, mark: Ints, stamp: Int) -> Truth:
+    """Whether every node that ``y`` steps to below ``x`` is stamped (:func:`_mark_steps`
+    with U's nodes: then each way on from y is also a way on for a path with more
+    positions)."""
+    s = _first_below(to, pos, steps[y], steps[y + 1], x)
+    while s < steps[y + 1] and mark[to[s]] == stamp:
+        s += 1
+    covered: Truth = s == steps[y + 1]
+    return covered
 
 
 @inner
@@ -160,13 +162,22 @@ def choose_max(
         pos[y] = E[E_POS, region[y] & emask]
         start[y] = E[E_CHILD, region[y] & emask] < 0
     for y in range(n):  # each node's steps by position, descending
-        if steps[y + 1] - steps[y] > 1:
-            seg = to[steps[y] : steps[y + 1]].copy()
+        a, b = steps[y], steps[y + 1]
+        if b - a > _SHORT:
+            seg = to[a:b].copy()
             order = np.argsort(-pos[seg], kind="mergesort")
-            for k in range(seg.shape[0]):
-                to[steps[y] + k] = seg[order[k]]
+            for k in range(b - a):
+                to[a + k] = seg[order[k]]
+            continue
+        for k in range(a + 1, b):  # (insertion: most nodes have a few steps)
+            z = to[k]
+            i = k
+            while i > a and pos[to[i - 1]] < pos[z]:
+                to[i] = to[i - 1]
+                i -= 1
+            to[i] = z
     seen = np.zeros(n, dtype=np.int64)  # stamps: a node already in the set being built
-    mark = np.zeros(n, dtype=np.int64)  # stamps: the steps of one node of U (_covered)
+    mark = np.zeros(n, dtype=np.int64)  # stamps: the steps of U's nodes (_covered)
     stamp: Int = ZERO
     pool = np.empty(max(64, 4 * n), dtype=np.int64)
     for i in range(n_finals):  # E at the end: every final (the same position)
@@ -227,6 +238,8 @@ def choose_max(
         top = _steps_at(pool, u_off, u_len, x, steps, to, pos, seen, stamp, top)
         ux_len = top - ux_off
         taken_end = top
+        stamp += 1
+        _mark_steps(pool, ux_off, ux_len, x, steps, to, pos, mark, stamp)
         s = _first_below(to, pos, steps[cur], steps[cur + 1], x + 1)
         while s < steps[cur + 1] and pos[to[s]] == x and emitted < budget:
             m = to[s]
@@ -240,8 +253,7 @@ def choose_max(
                     )  # fmt: skip
                     emitted += 1
                 continue
-            covered, stamp = _covered(m, pool, ux_off, ux_len, x, steps, to, pos, mark, stamp)
-            if covered:
+            if _covered(m, x, steps, to, pos, mark, stamp):
                 continue
             frames = _grow(frames, _FRAME * (n_frames + 2))
             b = _FRAME * n_frames
@@ -255,26 +267,29 @@ def choose_max(
             frames[b + _SEG_END] = taken_end
             n_frames += 1
         # p skips x (pushed last, so searched first: its sets lie above the others'): U
-        # gains the nodes E's and U's paths reach by taking x.
+        # gains the nodes E's and U's paths reach by taking x. Only nodes that step below
+        # x stay in it: p takes no more positions at or above x, and a node of U matters
+        # again only if it takes the next one p takes.
         if not _can_go_below(cur, x, steps, to, pos):
             continue
         stamp += 1
         skip_off = top
         for k in range(u_off, u_off + u_len):
             y = pool[k]
-            if seen[y] != stamp:
+            if seen[y] != stamp and _can_go_below(y, x, steps, to, pos):
                 seen[y] = stamp
                 pool[top] = y
                 top += 1
         for k in range(ex_off, taken_end):
             y = pool[k]
-            if seen[y] != stamp:
+            if seen[y] != stamp and _can_go_below(y, x, steps, to, pos):
                 seen[y] = stamp
                 pool[top] = y
                 top += 1
         skip_len = top - skip_off
-        covered, stamp = _covered(cur, pool, skip_off, skip_len, x, steps, to, pos, mark, stamp)
-        if covered:
+        stamp += 1
+        _mark_steps(pool, skip_off, skip_len, x, steps, to, pos, mark, stamp)
+        if _covered(cur, x, steps, to, pos, mark, stamp):
             continue
         frames = _grow(frames, _FRAME * (n_frames + 1))
         b = _FRAME * n_frames
