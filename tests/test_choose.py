@@ -1,5 +1,6 @@
-"""LAST and NEXT with a window choose on the run DAG (pycel/jit/choose.py): LAST walks it
-back from the end, NEXT forward from the earliest start over the end's region. Denser
+"""LAST, NEXT and MAX with a window choose on the run DAG (pycel/jit/choose.py,
+pycel/jit/choose_max.py): LAST walks it back from the end, NEXT forward from the earliest
+start over the end's region, MAX searches the region one path at a time. Denser
 cases than the generated ones of test_strategies_window.py (longer streams, windows up
 to 12 events, Kleene plus over alternatives, so that a layer holds several nodes and a
 node several steps), checked against the reference evaluator."""
@@ -55,9 +56,9 @@ def _case(rnd: random.Random, strategy: str) -> tuple[Any, list[T]]:
     return pattern.strategy(strategy), events  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("strategy", ["last", "next"])
+@pytest.mark.parametrize("strategy", ["last", "next", "max"])
 def test_the_choice_on_the_run_dag_equals_the_reference(strategy: str) -> None:
-    rnd = random.Random(13 if strategy == "last" else 17)
+    rnd = random.Random({"last": 13, "next": 17, "max": 19}[strategy])
     matches = 0
     for _ in range(60):
         pattern, events = _case(rnd, strategy)
@@ -81,3 +82,31 @@ def test_next_takes_the_earliest_start_then_the_earliest_step_at_each_position()
         assert got == evaluate(pattern, events).keys()
         chosen[strategy] = got
     assert chosen["next"] != chosen["last"]
+
+
+@pytest.mark.parametrize(
+    ("body", "size"),
+    [
+        (pycel.seq(a, b, c), 3),
+        (pycel.seq(a, b, c) | pycel.seq(c2, b2, a2), 3),
+        (pycel.seq(a, pycel.absent(b), c), 2),
+        (pycel.seq(a, pycel.plus(b), c), None),
+        (pycel.seq(a, b, c) | pycel.seq(a2, c), None),
+    ],
+)
+def test_max_over_matches_of_one_size_keeps_every_match_that_fits(body: Any, size: int | None) -> None:
+    """When every match has the same number of events (the automaton's match_size), none
+    contains another: MAX with a window returns what ALL with the window returns (the
+    runner skips the search), and otherwise the search's answer; both the reference's."""
+    rnd = random.Random(23)
+    events = [rnd.choice([A, B, C])(x=rnd.randrange(3), time=i) for i in range(40)]
+    pattern = body.within(events=6).strategy("max")
+    query = pycel.compile(pattern)
+    assert query.plan.nfa.match_size == size
+    got = query.run(events).keys()
+    assert got == evaluate(pattern, events).keys()
+    every = pycel.compile(body.within(events=6)).run(events).keys()
+    if size is None:
+        assert got < every  # some match contains another here
+    else:
+        assert got == every and len(got) > 0

@@ -90,6 +90,26 @@ class Nfa:
         return mask
 
     @property
+    def match_size(self) -> int | None:
+        """The number of events in every match, or None if matches may differ in size (a
+        ``+``, an OR of parts of different lengths). Then no match contains another, so
+        MAX keeps every match.
+
+        Example: ``seq(a, b, c)``'s automaton has match_size 3, ``seq(a, plus(b))``'s None."""
+        depth = dict.fromkeys(self.first, 1)
+        todo = sorted(self.first)
+        while todo:
+            a = todo.pop()
+            for b in self.follow.get(a, ()):
+                if b not in depth:
+                    depth[b] = depth[a] + 1
+                    todo.append(b)
+                elif depth[b] != depth[a] + 1:
+                    return None  # two paths of different lengths reach b (or a cycle does)
+        sizes = {depth[a] for a in self.last if a in depth}
+        return sizes.pop() if len(sizes) == 1 else None
+
+    @property
     def contiguous(self) -> bool:
         """Whether some edge requires adjacency (the runtime then tracks fresh runs)."""
         return any(self.follow[a] != self.gap_follow.get(a, frozenset()) for a in self.follow)

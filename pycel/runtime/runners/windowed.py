@@ -8,7 +8,8 @@ strategy selects (:func:`choose`: :func:`pycel.jit.windowed.strategy_mask`, the 
 and the limit). With post-filters the stream filters the outputs first and then calls
 :func:`choose`: the strategy compares the outputs that pass them. Its state is the
 sequential runner's: the node store and H follow the window, nothing is kept for runs
-that left it.
+that left it. MAX over a pattern whose matches all have the same number of events keeps
+every output that fits: the loop just enumerates them.
 
 Example::
 
@@ -53,6 +54,8 @@ class WindowedRunner:
     def advance(self, batch: PreparedBatch) -> RawMatches:
         if self.refused is not None:
             raise UnsupportedError(self.refused)
+        if _keeps_every_output(self.plan):
+            return self.inner.advance(batch)
         variables = self.plan.variables
         every = (1 << len(variables)) - 1
         if self.inner.choose:  # the loop writes only the chosen outputs (pycel.jit.choose)
@@ -102,11 +105,19 @@ class WindowedRunner:
         return self.inner.stats(window_start)
 
 
+def _keeps_every_output(plan: Plan) -> bool:
+    """Whether the strategy keeps every output that fits: MAX when every match has the
+    same number of events (none can contain another), without post-filters (the stream
+    filters first and then calls :func:`choose`)."""
+    return plan.strategy == "max" and plan.nfa.match_size is not None and not plan.outputs_filtered
+
+
 def _chosen_in_loop(plan: Plan) -> str:
     """The strategy the loop itself chooses by (:mod:`pycel.jit.choose`,
     :mod:`pycel.jit.choose_max`), or "": LAST, NEXT and MAX without post-filters (the
     strategy must compare the outputs that pass them)."""
     in_loop = plan.strategy in ("last", "next", "max") and not plan.outputs_filtered
+    in_loop = in_loop and not _keeps_every_output(plan)
     return plan.strategy if in_loop else ""
 
 
