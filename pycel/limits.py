@@ -17,7 +17,9 @@ MAX_PAIRS = 1 << 16
 MAX_LIMIT = (1 << 63) - 1
 #: Largest count window ``within(events=n)``: window sizes are float64, exact up to 2**53.
 MAX_COUNT_WINDOW = 1 << 53
-#: Matches fitting the window that LAST/NEXT/MAX with a window may compare at one end
-#: position (they are enumerated, then the strategy chooses): above, the query is refused
-#: at run time instead of taking exponential time and memory.
+#: Matches fitting the window (and passing the post-filters) that LAST/NEXT/MAX with
+#: post-filters may compare at one end position (they are enumerated, then the strategy
+#: chooses; without post-filters the choice is made on the run DAG, pycel.jit.choose and
+#: pycel.jit.choose_max): above, the query is refused at run time instead of taking
+#: exponential time and memory.
 MAX_WINDOWED_CHOICES = 10_000
