@@ -41,9 +41,9 @@ from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints, Truth
 from .choose import end_region
-from .enumerate import _grow, _reserve, has_output_room
+from .enumerate import _grow, emit_match
 from .inner import inner
-from .store import E_CHILD, E_LABEL, E_POS, ONE, ZERO
+from .store import E_CHILD, E_POS, ZERO
 
 #: The fields of one search frame in ``frames``: the position down to which p is decided,
 #: p's node, its depth (p's nodes so far, less one), E and U as (offset, length) in the
@@ -155,6 +155,8 @@ def choose_max(
     ``finals[:n_finals]``; window start ``lo``), at most ``budget``; return the output
     arrays and counts, the work stack and how many were written (module docstring)."""
     emask = E.shape[1] - 1
+    count: Int = n_out  # (Int: emit_match's type)
+    entries: Int = n_ent
     region, steps, to, _ahead, _links, n, stack = end_region(finals, n_finals, lo, E, U, ctr, stack)
     pos = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.bool_)
@@ -189,10 +191,10 @@ def choose_max(
     for f in range(n_finals):
         if start[f]:  # a one-event output: maximal unless another final steps back
             if not _outgrown(pool, ZERO, n_finals, ZERO, ZERO, end, steps, to, pos, start):
-                path[0] = f
-                out_se, out_off, out_var, out_pos, n_out, n_ent = _write_path(
-                    path, ZERO, region, end, E, label_masks, proj_mask, max_labels,
-                    out_se, out_off, out_var, out_pos, n_out, n_ent,
+                path[0] = region[f]
+                out_se, out_off, out_var, out_pos, count, entries = emit_match(
+                    path, ZERO, end, E, label_masks, proj_mask,
+                    out_se, out_off, out_var, out_pos, count, entries, max_labels,
                 )  # fmt: skip
                 emitted += 1
             continue
@@ -218,8 +220,8 @@ def choose_max(
         u_off = frames[b + _U_OFF]
         u_len = frames[b + _U_LEN]
         top = frames[b + _SEG_END]  # later frames' sets are done with
-        path = _grow(path, depth + 2)
-        path[depth] = cur
+        path = _grow(path, depth + 2)  # (p's extend nodes, from the end back)
+        path[depth] = region[cur]
         # x: the highest position below ``at`` that a node of E or U steps to (cur has a
         # step below ``at``, so there is one); nothing changes at the positions between.
         x: Int = np.int64(-1)
@@ -246,10 +248,10 @@ def choose_max(
             s += 1
             if start[m]:
                 if not _outgrown(pool, ex_off, ex_len, ux_off, ux_len, x, steps, to, pos, start):
-                    path[depth + 1] = m
-                    out_se, out_off, out_var, out_pos, n_out, n_ent = _write_path(
-                        path, depth + 1, region, end, E, label_masks, proj_mask, max_labels,
-                        out_se, out_off, out_var, out_pos, n_out, n_ent,
+                    path[depth + 1] = region[m]
+                    out_se, out_off, out_var, out_pos, count, entries = emit_match(
+                        path, depth + 1, end, E, label_masks, proj_mask,
+                        out_se, out_off, out_var, out_pos, count, entries, max_labels,
                     )  # fmt: skip
                     emitted += 1
                 continue
@@ -302,40 +304,4 @@ def choose_max(
         frames[b + _U_LEN] = skip_len
         frames[b + _SEG_END] = top
         n_frames += 1
-    return out_se, out_off, out_var, out_pos, n_out, n_ent, stack, emitted
-
-
-@njit(cache=True, inline="always")
-def _write_path(
-    path: Ints, last: Int, region: Ints, end: Int, E: Ints, label_masks: Ints, proj_mask: Int,
-    max_labels: Int, out_se: Ints, out_off: Ints, out_var: Int32s, out_pos: Ints, n_out: np.int64,
-    n_ent: np.int64,
-) -> tuple[Ints, Ints, Int32s, Ints, np.int64, np.int64]:  # fmt: skip
-    """Write the valuation of the path ``path[0..last]`` (region indices, from the end
-    back) as one output; return the output arrays and their counts."""
-    emask = E.shape[1] - 1
-    entries = (last + 1) * max_labels
-    if not has_output_room(out_se, out_off, out_var, n_out, n_ent, ONE, entries):
-        out_se, out_off, out_var, out_pos = _reserve(
-            out_se, out_off, out_var, out_pos, n_out, n_ent, ONE, entries
-        )
-    first = end
-    for d in range(last + 1):
-        e = region[path[d]] & emask
-        p = E[E_POS, e]
-        first = min(first, p)
-        m = label_masks[E[E_LABEL, e]] & proj_mask
-        v = 0
-        while m != 0:
-            if m & 1:
-                out_var[n_ent] = v
-                out_pos[n_ent] = p
-                n_ent += 1
-            m >>= 1
-            v += 1
-    out_se[2 * n_out] = first
-    out_se[2 * n_out + 1] = end
-    n_out += 1
-    out_off[n_out] = n_ent
-    return out_se, out_off, out_var, out_pos, n_out, n_ent
-
+    return out_se, out_off, out_var, out_pos, np.int64(count), np.int64(entries), stack, emitted
