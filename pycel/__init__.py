@@ -21,7 +21,7 @@ from pycel import reference
 from pycel.data.matches import Match, Matches
 from pycel.dsl import Pattern, absent, not_, plus, seq
 from pycel.engine import CompiledQuery, Stream, compile
-from pycel.errors import CeqlSyntaxError, DataError, PatternError, PycelError, UnsupportedError
+from pycel.errors import CeqlSyntaxError, DataError, PatternError, PycelError, ResourceError, UnsupportedError
 from pycel.language.events import Event, Field, Timestamp, alias, prev
 from pycel.language.expr import Expr
 
@@ -39,6 +39,7 @@ __all__ = [
     "Pattern",
     "PatternError",
     "PycelError",
+    "ResourceError",
     "Timestamp",
     "UnsupportedError",
     "absent",

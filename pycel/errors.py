@@ -23,6 +23,11 @@ class UnsupportedError(PycelError, NotImplementedError):
     """A valid pattern uses something the engine does not support yet."""
 
 
+class ResourceError(PycelError, MemoryError):
+    """The engine ran out of memory while evaluating a push (e.g. the matches of a pattern
+    with ``+`` and no window, which can be exponentially many); the stream cannot go on."""
+
+
 class DataError(PycelError, ValueError):
     """Input data is wrong: unknown event type or attribute, bad value, time going back.
 

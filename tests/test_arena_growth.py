@@ -144,3 +144,36 @@ def test_growth_is_compiled_only_when_a_store_grows() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok "), done.stdout
+
+
+def test_a_push_that_runs_out_of_memory_raises_a_resource_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the output arrays cannot grow (numpy's MemoryError, from the object-mode block
+    of pycel.jit.enumerate._reserve: e.g. the exponentially many matches of a + without a
+    window), the push raises pycel.ResourceError (a MemoryError) saying why and what to
+    do, and so do every later push and snapshot: the stream's state is partly advanced.
+    The matches of the earlier pushes stand."""
+    import pycel
+    import pycel.jit.enumerate as enumerate_module
+
+    class Tick(pycel.Event):
+        x: pycel.Field[int]
+
+    t = pycel.alias(Tick, "t")
+    pattern = pycel.plus(t).within(events=12)
+    stream = pycel.compile(pattern).stream()
+    first = [Tick(x=i) for i in range(3)]
+    earlier = stream.push(first)
+    assert earlier.keys() == pycel.reference.evaluate(pattern, first).keys()
+    assert len(earlier) == 7  # every non-empty subset of three ticks, by end
+
+    def no_memory(*args: object) -> object:
+        raise MemoryError("Unable to allocate 2.00 GiB for an array")
+
+    monkeypatch.setattr(enumerate_module, "_grown_outputs", no_memory)
+    with pytest.raises(pycel.ResourceError, match=r"out of memory \(Unable to allocate.*add a window, limit"):
+        stream.push([Tick(x=i) for i in range(40)])
+    monkeypatch.undo()
+    with pytest.raises(pycel.ResourceError, match="cannot go on"):
+        stream.push([Tick(x=1)])
+    with pytest.raises(MemoryError):
+        stream.snapshot()

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from pycel.data.batch import not_held
 from pycel.data.ingest import DEFAULT_TYPE_COLUMN, EventBatch, check_input_columns, to_batch
 from pycel.data.matches import Matches, take
-from pycel.errors import DataError
+from pycel.errors import DataError, ResourceError
 from pycel.jit.dedupe import unique_matches
 from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Expr
@@ -51,11 +51,14 @@ class Stream:
     """Incremental evaluation: :meth:`push` batches in stream order, get new matches.
 
     A batch that raises (bad data, time going backwards) changes nothing; the stream
-    continues as if it had not been pushed.
+    continues as if it had not been pushed. A push that runs out of memory raises
+    :class:`pycel.ResourceError`, and so does every later push and snapshot.
     """
 
     #: Post-filter mode: the columns of the events a future match may include.
     post_tail: Tail | None = None
+    #: Why the stream cannot go on (a push ran out of memory), or None.
+    failed: str | None = None
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -100,6 +103,8 @@ class Stream:
         began = time.perf_counter()
         if self.closed:
             raise DataError("this stream is closed (Stream.close): open a new one to push more events")
+        if self.failed is not None:
+            raise ResourceError(self.failed)
         reads = columns_read_by(self.plan)
         # Only the attributes the query reads are encoded; the others are checked and kept
         # as given (decoded when a match's events are shown).
@@ -120,6 +125,16 @@ class Stream:
             if saved is not None:
                 self.__dict__.update(saved)
             raise
+        except MemoryError as err:  # (numpy's, from an array that grows; not our own)
+            if isinstance(err, ResourceError):
+                raise
+            self.failed = (
+                f"a push ran out of memory ({err}); the stream's state is partly advanced, so "
+                "it cannot go on or be snapshotted (the matches of earlier pushes stand). A "
+                "pattern with + (or a trend) and a wide or no window can have exponentially "
+                "many matches: add a window, limit(n), a selection strategy or filters"
+            )
+            raise ResourceError(self.failed) from None
 
     def _state_copy(self) -> dict[str, Any]:
         """A deep copy of the evaluation state (the plan is shared, not copied: a push
@@ -398,6 +413,8 @@ class Stream:
 
         Example: ``again = pycel.Stream.restore(stream.snapshot())``
         """
+        if self.failed is not None:
+            raise ResourceError(self.failed)
         # The post-filters' observed selectivity only orders their tries: a restored
         # stream learns it again.
         fields = {k: v for k, v in self.__dict__.items() if k not in ("plan", "runner", "pruning")}
