@@ -23,9 +23,10 @@ The second rule is what keeps the search small: where a ``+`` could have taken a
 that p skipped, the larger path is at the same node as p, or at one that reaches all of
 p's, by the next step. Cost per end: each step of the search reads the steps of E's and
 U's nodes at one position, O((|E| + |U|) · s) with s a node's steps; a path abandoned
-costs the steps it took. The work is at most that of listing every output that fits (the
-search visits a subset of their paths), and on the patterns measured (docs/benchmarks.md)
-it grows with the window's size, not exponentially.
+costs the steps it took. The search visits a subset of the path prefixes that listing
+every output walks, each for up to one step per position it skips; no polynomial bound
+is proven for every pattern, and on the patterns measured (docs/benchmarks.md) the work
+grows with the window's size and the output, not exponentially.
 
 Example::
 
