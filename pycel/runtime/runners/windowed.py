@@ -49,12 +49,13 @@ class WindowedRunner:
         self.plan = plan
         self.inner = SequentialRunner(plan)
         self.inner.choose = _chosen_in_loop(plan)
+        self.keeps_every_output = _keeps_every_output(plan)  # (once: it walks the automaton)
         self.refused: str | None = None  # set once an end had too many matches to compare
 
     def advance(self, batch: PreparedBatch) -> RawMatches:
         if self.refused is not None:
             raise UnsupportedError(self.refused)
-        if _keeps_every_output(self.plan):
+        if self.keeps_every_output:
             return self.inner.advance(batch)
         variables = self.plan.variables
         every = (1 << len(variables)) - 1
@@ -98,6 +99,7 @@ class WindowedRunner:
         runner.plan = plan
         runner.inner = SequentialRunner.load(plan, r, x)
         runner.inner.choose = _chosen_in_loop(plan)
+        runner.keeps_every_output = _keeps_every_output(plan)
         runner.refused = None
         return runner
 
