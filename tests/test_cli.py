@@ -625,6 +625,10 @@ def test_explain_max_sizes_the_pair_automaton(
     assert code == 0 and "strategy:     max" in out
     assert "MAX pair automaton (T, E, U): 6 states (with the start), 5 transitions" in out
     assert out.rstrip().endswith("engine: supported")
+    windowed = "SELECT MAX * FROM S WHERE SELL ; BUY+ WITHIN 10 EVENTS"
+    code, out, _ = cli(capsys, "explain", windowed, "-d", stock["decl"])
+    assert code == 0 and "MAX pair automaton" not in out
+    assert "MAX: chosen among the runs inside the window at each end" in out
 
 
 def test_explain_kleene_partition_and_unsupported(
