@@ -52,7 +52,8 @@ _CONTEXT = 100
 
 
 class CeqlSyntaxError(PycelError, SyntaxError):
-    """A CEQL text could not be parsed; carries 1-based ``line`` and ``column``."""
+    """A CEQL text could not be parsed; carries 1-based ``line`` and ``column``, and
+    ``reason`` (the message without them)."""
 
     def __init__(self, message: str, text: str, line: int, column: int):
         lines = text.splitlines() or [""]
@@ -66,6 +67,7 @@ class CeqlSyntaxError(PycelError, SyntaxError):
         super().__init__(f"{message} at line {line}, column {column}\n  {shown}\n  {caret}")
         self.line = line
         self.column = column
+        self.reason = message  # what is wrong, without the position and the excerpt
 
 
 def short_repr(value: object) -> str:

@@ -229,6 +229,31 @@ def test_deep_nesting_is_a_syntax_error_not_a_recursion_error() -> None:
         _deep(head + body)
 
 
+def test_to_ceql_refuses_a_pattern_nested_deeper_than_the_parser_reads() -> None:
+    """A Python pattern can nest deeper than CEQL's limits; to_ceql printed text that did
+    not parse back. It now says so, and a pattern at the limits still round-trips."""
+    sell = DECL["SELL"]
+
+    def alternating(n: int) -> pycel.Pattern:
+        pattern: pycel.Pattern = sell.as_("s")
+        for i in range(n):  # OR inside SEQ inside OR …: one more parenthesis per two levels
+            pattern = pycel.seq(pattern, sell.as_(f"x{i}")) if i % 2 else pattern | sell.as_(f"y{i}")
+        return pattern
+
+    fits = alternating(ceql.MAX_DEPTH - 1)
+    assert ceql.parse_query(ceql.to_ceql(fits), DECL) == fits
+    for n in (ceql.MAX_DEPTH, 3 * ceql.MAX_NESTING):
+        refused = "^CEQL text cannot say this pattern: query nested too deeply"
+        with pytest.raises(pycel.UnsupportedError, match=refused):
+            ceql.to_ceql(alternating(n))
+    s = pycel.alias(sell, "s")
+    volume = s.volume
+    for _ in range(ceql.MAX_DEPTH):
+        volume = volume + 1
+    with pytest.raises(pycel.UnsupportedError, match="nested too deeply"):
+        ceql.to_ceql(s.where(volume > 1))
+
+
 def test_nesting_below_the_limit_parses() -> None:
     head = "SELECT * FROM S WHERE "
     n = ceql.MAX_NESTING

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Any
 
 import attrs
@@ -32,7 +33,7 @@ from pycel.dsl import (
     Within,
     as_pattern,
 )
-from pycel.errors import UnsupportedError
+from pycel.errors import CeqlSyntaxError, UnsupportedError
 from pycel.language.absence import seq_chain
 from pycel.language.clauses import split_query
 from pycel.language.events import Event, event_name
@@ -56,7 +57,8 @@ def to_ceql(pattern: object, *, stream: str = "S", time_attribute: str | None = 
     ``stream`` is the name written after FROM. A window in seconds is written
     ``WITHIN n SECONDS [attr]`` (a pycel extension) unless ``attr`` is ``time_attribute``.
     Raises UnsupportedError for what CEQL cannot say: post-filters, timestamp constants,
-    predicates without a variable, infinite numbers.
+    predicates without a variable, infinite numbers, patterns nested deeper than the parser
+    reads (:data:`MAX_DEPTH`, :data:`MAX_NESTING`).
 
     Example::
 
@@ -95,7 +97,24 @@ def to_ceql(pattern: object, *, stream: str = "S", time_attribute: str | None = 
     limit = found.get(Limit)
     if isinstance(limit, Limit):
         lines.append(f"LIMIT {limit.n}")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    _check_parses_back(text, body, time_attribute)
+    return text
+
+
+def _check_parses_back(text: str, body: Pattern, time_attribute: str | None) -> None:
+    """Refuse text the parser would refuse: CEQL bounds how deeply a query nests
+    (``MAX_DEPTH`` levels, ``MAX_NESTING`` parentheses), and a Python pattern can be
+    built deeper than that."""
+    # Imported here: the parser is the only judge of its limits, and it imports no printer.
+    from ._query import parse_query
+
+    try:
+        with warnings.catch_warnings():  # the parse is ours: its warnings are not the user's
+            warnings.simplefilter("ignore")
+            parse_query(text, _event_types(body), time_attribute=time_attribute, time_unit="ns")
+    except CeqlSyntaxError as err:
+        raise UnsupportedError(f"CEQL text cannot say this pattern: {err.reason}") from None
 
 
 def _window(window: Within, time_attribute: str | None) -> str:
