@@ -402,3 +402,52 @@ def test_the_correlation_example_equals_reference() -> None:
         got = pycel.compile(pattern).run(events)
         assert got.keys() == pycel.reference.evaluate(pattern, events).keys()
         assert len(got) > 0
+
+
+@st.composite
+def implied_join_cases(draw: st.DrawFn) -> tuple[Pattern, list[J]]:
+    """``seq(v0, [absent(w)], v1, [v2])`` partitioned by s, joined on s (which the partition
+    implies) and maybe on x, the absence uncorrelated, correlated on s, or on x."""
+    types = [draw(st.sampled_from(JTYPES)) for _ in range(draw(st.integers(2, 3)))]
+    occ = [pycel.alias(t, f"v{k}") for k, t in enumerate(types)]
+    pred = occ[1].s == occ[0].s
+    by_x = draw(st.booleans())
+    for v in occ[1:]:
+        pred = pred & (v.s == occ[0].s)
+        if by_x:
+            pred = pred & (v.x == occ[0].x)
+    w = pycel.alias(draw(st.sampled_from(JTYPES)), "w")
+    # (beside the key x, the absence must be of that key too: refused otherwise)
+    blocks = "x" if by_x else draw(st.sampled_from(["any", "s", "filtered"]))
+    absence = pycel.absent(
+        w if blocks == "any"
+        else w.where(w.s == occ[0].s) if blocks == "s"
+        else w.where((w.x == occ[0].x) & (w.y == 0)) if blocks == "x"
+        else w.where(w.y == 0)
+    )  # fmt: skip
+    parts: list[Any] = [occ[0], absence, *occ[1:]] if draw(st.booleans()) else occ
+    pattern = pycel.seq(*parts).where(pred).partition_by(J.s)
+    if draw(st.booleans()):
+        pattern = pattern.within(events=draw(st.integers(1, 8)))
+    stream = [
+        draw(st.sampled_from(JTYPES))(
+            x=draw(st.integers(0, 1)),
+            y=draw(st.integers(0, 1)),
+            s=draw(st.sampled_from(["a", "b", None])),
+            time=0,
+        )
+        for _ in range(draw(st.integers(0, 14)))
+    ]
+    return pattern, stream
+
+
+@settings(max_examples=120, deadline=None)
+@given(implied_join_cases())
+def test_joins_the_partition_implies_need_no_key(case: tuple[Pattern, list[J]]) -> None:
+    """``a.s == b.s`` under ``partition_by(s)`` holds for every match already: the planner
+    drops it instead of making a key, so an absence beside it runs (it was refused: the
+    key did not constrain the absent event)."""
+    pattern, stream = case
+    query = pycel.compile(pattern)
+    assert all("s" not in dict(key.attributes).values() for key in query.join_keys)
+    agree(pattern, stream)

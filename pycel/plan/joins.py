@@ -68,6 +68,9 @@ class _Planner:
     # event there; an iterated one may bind several values, which a key cannot say).
     absence_joins: list[Expr[bool]] = attrs.field(factory=list)
     single: list[int] = attrs.field(factory=list)
+    # Joins inside an iteration, with the message refusing them: decided once the classes
+    # are known (a class the partition implies needs no key).
+    iterated: list[tuple[Expr[bool], str]] = attrs.field(factory=list)
 
     def root(self, side: Side) -> Side:
         while self.parent.setdefault(side, side) != side:
@@ -89,8 +92,8 @@ class _Planner:
             own = Filter(Atom(node.event, node.var), node.predicate) if node.predicate is not None else None
             for join in join_conjuncts(own) if own is not None else []:
                 if iterated:
-                    raise UnsupportedError(
-                        f"correlation {join!r} of an absence inside an iteration (+) is not supported"
+                    self.iterated.append(
+                        (join, f"correlation {join!r} of an absence inside an iteration (+) is not supported")
                     )
                 self.add_join(join, [k])
                 self.absence_joins.append(join)
@@ -106,20 +109,38 @@ class _Planner:
                 _check_bound(joins, mandatory_variables(node.inner), node.inner)
             for join in joins:
                 if iterated:
-                    raise UnsupportedError(
-                        f"correlation {join!r} is inside an iteration (+), where it relates "
-                        "the events of each repetition separately; the engine cannot run "
-                        "that as a key. Move it outside the +, or pass where(..., "
-                        "post_filter=True) (exact, without the delay guarantee)"
+                    self.iterated.append(
+                        (
+                            join,
+                            f"correlation {join!r} is inside an iteration (+), where it relates "
+                            "the events of each repetition separately; the engine cannot run "
+                            "that as a key. Move it outside the +, or pass where(..., "
+                            "post_filter=True) (exact, without the delay guarantee)",
+                        )
                     )
                 self.add_join(join, found)
         return found
 
-    def walk_all(self, body: Pattern) -> None:
-        """Record every occurrence of ``body`` and the joins that relate them."""
+    def walk_all(self, body: Pattern, partition: tuple[str, ...] = ()) -> list[Side]:
+        """Record every occurrence of ``body`` and the joins that relate them; return the
+        roots of the classes that need a run key: not those the partition implies."""
         self.walk(body, frozenset(), False)
         for join in self.absence_joins:
             self.add_join(join, self.single)
+        roots = sorted({self.root(s) for s in self.parent} - self.implied(partition))
+        for join, refusal in self.iterated:
+            if self.root(_sides(join)[0]) in roots:
+                raise UnsupportedError(refusal)
+        return roots
+
+    def implied(self, partition: tuple[str, ...]) -> set[Side]:
+        """The roots of the classes that equate one attribute the pattern is partitioned by
+        (``a.k == b.k`` under ``partition_by("k")``): every event of a match already shares
+        it, null keys excluded as the join excludes them, so they need no key."""
+        attributes: dict[Side, set[str]] = {}
+        for side in self.parent:
+            attributes.setdefault(self.root(side), set()).add(side[1])
+        return {root for root, names in attributes.items() if len(names) == 1 and names <= set(partition)}
 
     def add_join(self, join: Expr[bool], scope: list[int]) -> None:
         assert isinstance(join, Compare) and isinstance(join.left, Attr) and isinstance(join.right, Attr)
@@ -272,16 +293,16 @@ def _strip(node: Pattern) -> Pattern:
     return node
 
 
-def plan_joins(body: Pattern) -> tuple[Pattern, tuple[JoinKey, ...]]:
+def plan_joins(body: Pattern, partition: tuple[str, ...] = ()) -> tuple[Pattern, tuple[JoinKey, ...]]:
     """Split the equality joins of ``body`` off as run keys: (body without them, keys).
 
     Raises UnsupportedError, with the way out, for a correlation the engine cannot run as a
-    key. A body without equality joins comes back unchanged with no keys.
+    key. A body without equality joins comes back unchanged with no keys; joins that the
+    ``partition`` (the PARTITION BY attributes) implies are dropped and make no key.
     """
     planner = _Planner()
-    planner.walk_all(body)
-    roots = sorted({planner.root(s) for s in planner.parent})
-    if not roots:
+    roots = planner.walk_all(body, partition)
+    if not planner.parent:
         return body, ()
     keys = []
     for root in roots:
@@ -301,6 +322,5 @@ def joins_form_run_keys(body: Pattern) -> bool:
     Example: ``joins_form_run_keys((a & b & c).where((a.x == b.x) & (b.y == c.y)))`` is False.
     """
     planner = _Planner()
-    planner.walk_all(body)
-    roots = {planner.root(s) for s in planner.parent}
+    roots = planner.walk_all(body)
     return all(not isinstance(_key_for(planner, r), str) for r in roots)

@@ -236,7 +236,7 @@ def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Pla
     for absence in reversed(start_absences):
         body = Seq(absence, body)
     # AND runs as an OR of interleavings; the checks saw the original.
-    planned, join_keys = plan_joins(expand_conjunctions(body))
+    planned, join_keys = plan_joins(expand_conjunctions(body), spec.partition)
     # STRICT keeps the matches whose positions form an interval of the (partition's)
     # stream: exactly the matches of the pattern with every ; and + made contiguous.
     nfa = build_nfa(planned, strict=spec.strategy == "strict")
