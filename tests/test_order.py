@@ -117,6 +117,26 @@ def test_trend_conditions_the_engine_runs_and_refuses() -> None:
             pycel.compile(pycel.plus(b.where(cond)))
 
 
+def test_a_trend_inside_a_plus_that_repeats_its_event_is_refused() -> None:
+    """plus(plus(rising b)) lost matches: the outer loop's b → b is the automaton's one
+    b → b edge, so the trend also bound across blocks, where prev(b) does not exist (two
+    falling b's are two rising blocks of one). Refused; loops that come back through
+    another event still run."""
+    b, c = pycel.alias(Px0, "b"), pycel.alias(Px1, "c")
+    rising = pycel.plus(b.where(b.x > pycel.prev(b).x))
+    events = _ticks([2, 1])
+    assert pycel.reference.evaluate(pycel.plus(rising), events).keys() == {
+        (0, 0, (("b", (0,)),)), (1, 1, (("b", (1,)),)), (0, 1, (("b", (0, 1)),))
+    }  # fmt: skip
+    loops = (pycel.plus(rising), pycel.plus(rising | c), pycel.plus(pycel.seq(c, rising) | rising.as_("r")))
+    for outer in loops:
+        with pytest.raises(UnsupportedError, match="inside another plus"):
+            pycel.compile(outer)
+    xs = (1, 3, -1, 2, 4, 0, -1, 5)
+    mixed = [(Px0 if v >= 0 else Px1)(x=v, f=0.0, time=k) for k, v in enumerate(xs)]
+    assert _check(pycel.plus(pycel.seq(c, rising)).within(events=6), mixed) > 0
+
+
 def test_not_equal_and_two_comparisons_on_one_edge() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     events = _ticks([1, 2, 2, 3, 1, 0, 2, 4])

@@ -23,8 +23,9 @@ from typing import Any
 
 import attrs
 
-from pycel.dsl import As, Atom, Filter, Pattern, Plus
+from pycel.dsl import Absent, As, Atom, Filter, NotAtom, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
+from pycel.language.absence import seq_chain
 from pycel.language.comparisons import is_order_comparison, occurrence_read
 from pycel.language.expr import Compare, Expr, conjuncts, expr_key, reads_prev
 
@@ -94,6 +95,7 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
     evaluate on an edge (its occurrences are not adjacent in every match, strings, too many
     conditions on one event type)."""
     parts = _order_conjuncts(body, None)
+    _check_trend_loops(body, [])
     # Trends first: a monotone trend lets a comparison with the event before a plus stand
     # on the plus's first edge only (see _implied_by_trend).
     found = [_condition(p, inner, nfa, []) for p, inner in parts if reads_prev(p)]
@@ -130,6 +132,47 @@ def _order_conjuncts(node: Pattern, plus_inner: Pattern | None) -> list[tuple[Co
     for child in node.children():
         out += _order_conjuncts(child, inner)
     return out
+
+
+def _check_trend_loops(node: Pattern, outer: list[Plus]) -> None:
+    """Refuse a trend whose plus sits in another plus that can repeat its event right after
+    itself (``plus(plus(b.where(b.x > prev(b).x)))``): the automaton has one edge b → b for
+    both loops, so the trend would also bind across the outer one, where ``prev(b)``, the
+    previous iteration of the innermost plus, does not exist."""
+    if isinstance(node, Plus):
+        outer = [*outer, node]
+    if isinstance(node, Filter) and not node.post_filter and len(outer) > 1:
+        for part in conjuncts(node.predicate):
+            if isinstance(part, Compare) and reads_prev(part):
+                var = next(iter(part.variables()))
+                for loop in outer[:-1]:
+                    first, last = _ends(loop.inner)
+                    if var in first and var in last:
+                        raise UnsupportedError(
+                            f"{part!r}: the trend's plus() is inside another plus() that repeats "
+                            f"{var!r} right after {var!r}, where prev({var}) is not defined; the "
+                            "engine cannot tell the two loops apart. Check it with "
+                            "pycel.reference.evaluate"
+                        )
+    for child in node.children():
+        _check_trend_loops(child, outer)
+
+
+def _ends(node: Pattern) -> tuple[set[str | None], set[str | None]]:
+    """The variables of the atoms that can read the first and the last event of a match of
+    ``node`` (more, never fewer: AND counts both sides)."""
+    if isinstance(node, (Atom, NotAtom)):
+        return {node.var}, {node.var}
+    if isinstance(node, Seq):
+        parts = [part for part, _ in seq_chain(node) if not isinstance(part, Absent)]
+        return _ends(parts[0])[0], _ends(parts[-1])[1]
+    first: set[str | None] = set()
+    last: set[str | None] = set()
+    for child in node.children():  # As, Filter, Plus: the inner; Or, And: both sides
+        f, l2 = _ends(child)
+        first |= f
+        last |= l2
+    return first, last
 
 
 def _way_out(part: Expr[Any]) -> str:
