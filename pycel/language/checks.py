@@ -419,5 +419,11 @@ def check(spec: QuerySpec) -> None:
             raise PatternError(
                 f"the window is on attribute {window.on!r}, which event types {lacking} do not have"
             )
+        not_times = sorted({t.__fields__[window.on] for t in types} - {"int", "float", "time"})
+        if not_times:  # a window measured on strings' codes would be silently wrong
+            raise PatternError(
+                f"the window is on attribute {window.on!r}, a {not_times[0]}: a time window "
+                "measures a number or timestamp attribute"
+            )
     _warn_keyless_atoms(spec)  # last: a pattern that is refused gets no warning
     _warn_repeated_aliases(spec.body)
