@@ -220,6 +220,23 @@ def test_timestamps() -> None:
     assert before_epoch.columns["at"].tolist() == [-NS]
 
 
+@pytest.mark.parametrize("tz", [None, "UTC"])
+def test_empty_and_all_null_datetime_columns(tz: str | None) -> None:
+    """An empty frame (or Arrow table) with a datetime64 time column raised numpy's
+    DTypePromotionError; now no events. All NaT: no values (a window needs them: DataError)."""
+    dtype = f"datetime64[ns, {tz}]" if tz else "datetime64[ns]"
+    a, b = pycel.alias(Temp, "a"), pycel.alias(Temp, "b")
+    query = pycel.compile(seq(a, b).within(seconds=5, on=Reading.at))
+    empty = pd.DataFrame({"event_type": pd.Series([], dtype=object), "at": pd.Series([], dtype=dtype)})
+    assert len(query.run(empty)) == 0 and len(query.stream().push(empty)) == 0
+    table = pa.table({"event_type": pa.array([], pa.string()), "at": pa.array([], pa.timestamp("ns", tz=tz))})
+    assert len(query.run(table)) == 0
+    nat = pd.DataFrame({"event_type": ["Temp", "Temp"], "at": pd.Series([pd.NaT, pd.NaT], dtype=dtype)})
+    assert to_batch(nat, schema()).valid["at"].tolist() == [False, False]
+    with pytest.raises(DataError, match="no value for the window's time attribute"):
+        query.run(nat)
+
+
 def test_numeric_coercions() -> None:
     batch = to_batch(
         [

@@ -269,9 +269,9 @@ def encode_column(
         row = first(present)
         raise DataError(f"expected str, got {values[row]!r}", row=row, column=column)
     kind: str = values.dtype.kind
-    if not present.any():
-        kind = _KINDS[dtype][0]
-    elif kind not in _KINDS[dtype]:
+    if not present.any():  # empty or all null, of any dtype (datetime64 too): nothing to read
+        return np.full(n, -1, dtype=np.int32) if dtype == "str" else np.zeros(n, TARGET[dtype]), present
+    if kind not in _KINDS[dtype]:
         row = first(present)
         raise DataError(f"expected {dtype}, got {values[row]!r} ({series.dtype})", row=row, column=column)
     if dtype == "str":
