@@ -17,6 +17,9 @@ MAX_PAIRS = 1 << 16
 MAX_LIMIT = (1 << 63) - 1
 #: Largest count window ``within(events=n)``: window sizes are float64, exact up to 2**53.
 MAX_COUNT_WINDOW = 1 << 53
+#: Largest stream position ``push(..., positions=)`` accepts: positions are int64, and a
+#: position plus a count window must stay one.
+MAX_POSITION = (1 << 62) - 1
 #: Matches fitting the window (and passing the post-filters) that LAST/NEXT/MAX with
 #: post-filters may compare at one end position (they are enumerated, then the strategy
 #: chooses; without post-filters the choice is made on the run DAG, pycel.jit.choose and

@@ -155,6 +155,17 @@ def test_substream_positions_must_increase() -> None:
         stream.push(frame.iloc[2:], positions=[8, 9])
     with pytest.raises(DataError, match=r"positions=\) is required"):
         stream.push(frame.iloc[2:])
+    # Positions that are no int64 stream positions (a probe found an OverflowError, a
+    # TypeError, a ValueError, and 1.5 read as 1).
+    for bad, message in (
+        ([2**63, 2**63 + 1], r"position 9223372036854775808 is outside 0\.\."),
+        ([-1, 0], r"position -1 is outside 0\.\."),
+        ([1.5, 2.5], r"must be integers, got 1\.5"),
+        (["x", "y"], "must be integers, got 'x'"),
+        ([None, None], "must be integers, got None"),
+    ):
+        with pytest.raises(DataError, match=message):
+            pycel.compile(s >> b).stream().push(frame.iloc[:2], positions=bad)
 
 
 def test_raise_pycel_errors_finds_the_workers_error() -> None:

@@ -31,6 +31,7 @@ from pycel.errors import DataError, ResourceError
 from pycel.jit.dedupe import unique_matches
 from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Expr
+from pycel.limits import MAX_POSITION
 from pycel.plan.planner import Plan
 from pycel.plan.postfilter import PostFilters
 from pycel.runtime.horizon import Blocking, Horizon, Lookback
@@ -92,8 +93,9 @@ class Stream:
     ) -> Matches:
         """Evaluate the next events; return the matches that end in them.
 
-        ``positions``: the events' global stream positions, strictly increasing and after
-        every position pushed before, when this stream evaluates a sub-stream (e.g. the
+        ``positions``: the events' global stream positions, integers in 0..2**62 - 1
+        (:data:`pycel.limits.MAX_POSITION`), strictly increasing and after every position
+        pushed before, when this stream evaluates a sub-stream (e.g. the
         events of one partition key, as Spark runs them). Contiguity and the run are then
         those of the sub-stream, while count windows and the returned matches use these
         positions. A stream given positions once needs them on every push.
@@ -340,9 +342,18 @@ class Stream:
             return None
         if self.global_map is None and self.offset > 0:
             raise DataError("positions= must be given from the first push of a stream on")
-        gpos = np.asarray(positions, dtype=np.int64)
-        if gpos.shape != (n,):
-            raise DataError(f"positions= has shape {gpos.shape}, expected ({n},)")
+        given = np.asarray(positions)
+        if given.shape != (n,):
+            raise DataError(f"positions= has shape {given.shape}, expected ({n},)")
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if given.dtype.kind not in "iu":  # not floats: 1.5 is no position
+            raise DataError(f"positions= must be integers, got {given.tolist()[0]!r} ({given.dtype})")
+        outside = np.flatnonzero((given < 0) | (given > MAX_POSITION))
+        if len(outside):
+            k = int(outside[0])
+            raise DataError(f"position {given[k]} is outside 0..{MAX_POSITION}", row=k)
+        gpos = given.astype(np.int64)
         last = self.global_map[-1] if self.global_map is not None and len(self.global_map) else -1
         prev = np.concatenate([[last], gpos[:-1]])
         bad = np.flatnonzero(gpos <= prev)
