@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import pickle
 import random
 import struct
@@ -281,16 +282,25 @@ def _huge_window(state: dict[str, Any], arrays: list[Any]) -> None:
     state["plan"]["window_size"] = 10**400  # not even a float
 
 
+def _nan_window(state: dict[str, Any], arrays: list[Any]) -> None:
+    state["plan"]["window_size"] = math.nan  # restored, then ValueError at the first push
+
+
+def _negative_window(state: dict[str, Any], arrays: list[Any]) -> None:
+    state["plan"]["window_size"] = -1
+
+
 @pytest.mark.parametrize(
     "edit",
     [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
-     _missing_edges, _huge_offset, _huge_window],
+     _missing_edges, _huge_offset, _huge_window, _nan_window, _negative_window],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
     # NEXT without a window keeps an order list (the ranked runner).
-    _, _, saved = _small("next", window=False) if edit is _bad_order_link else _small()
-    with pytest.raises(pycel.DataError, match="not a valid pycel snapshot"):
-        pycel.Stream.restore(_edit(saved, edit))
+    query, events, saved = _small("next", window=False) if edit is _bad_order_link else _small()
+    with pytest.raises(pycel.DataError, match="not a valid pycel snapshot") as caught:
+        pycel.Stream.restore(_edit(saved, edit)).push(events)
+    assert str(caught.value).count("not a valid pycel snapshot") == 1, str(caught.value)
 
 
 def _with_raw_header(saved: bytes, edit: Any) -> bytes:
@@ -317,6 +327,8 @@ def test_object_arrays_cannot_be_written_or_read() -> None:
     with pytest.raises(TypeError):
         _edit(saved, _object_dtype)  # pack writes numeric and bool arrays only
     forged = _with_raw_header(saved, lambda header: header.replace(b'"<i8"', b'"|O"', 1))
+    with pytest.raises(pycel.DataError, match="array of dtype"):
+        pycel.Stream.restore(_with_raw_header(saved, lambda header: header.replace(b'"<i8"', b"[]", 1)))
     with pytest.raises(pycel.DataError, match="not a valid pycel snapshot"):
         pycel.Stream.restore(forged)
 

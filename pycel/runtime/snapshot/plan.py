@@ -76,10 +76,18 @@ def as_bool(x: Json, what: str) -> bool:
 
 
 def as_number(x: Json, what: str) -> int | float:
-    """``x`` as an int or a float, whichever it was written as."""
-    if type(x) not in (int, float) or (type(x) is int and not -I64 <= x < I64):
+    """``x`` as an int or a float, whichever it was written as (never NaN: no field the
+    snapshot holds is one)."""
+    if type(x) not in (int, float) or (type(x) is int and not -I64 <= x < I64) or x != x:
         raise bad(f"{what} is {x!r}, expected a number (an integer within int64)")
     return x  # type: ignore[no-any-return]
+
+
+def _window_size(x: Json) -> int | float:
+    size = as_number(x, "window size")
+    if size < 0:
+        raise bad(f"window size is {size!r}, expected a non-negative number")
+    return size
 
 
 def as_float(x: Json, what: str) -> float:
@@ -500,7 +508,7 @@ def plan_from_json(x: Json) -> Plan:
         hcq=None if hcq is None else hcq_from_json(hcq),
         post_filters=None if post is None else PostFilters.of(_exprs(post)),
         window_unit=unit,
-        window_size=as_number(x.get("window_size"), "window size"),
+        window_size=_window_size(x.get("window_size")),
         time_attribute=None if time_attribute is None else as_str(time_attribute, "time attribute"),
         projection_mask=as_int(x.get("projection_mask"), "projection", 0, 1 << len(nfa.variables)),
         projected=as_bool(x.get("projected"), "projected"),

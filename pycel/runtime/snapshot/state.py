@@ -132,7 +132,7 @@ def unpack(data: object) -> tuple[dict[str, Any], list[np.ndarray[Any, Any]]]:
         for item in as_list(header.get("arrays"), "array table"):
             dtype, shape, at = as_list(item, "array entry", 3)
             dims = [as_int(n, "array shape", 0) for n in as_list(shape, "array shape")]
-            if dtype not in DTYPES or at != offset - 8 - size:
+            if type(dtype) is not str or dtype not in DTYPES or at != offset - 8 - size:
                 raise bad(f"array of dtype {dtype!r} at {at!r}")
             count = math.prod(dims)
             nbytes = count * np.dtype(dtype).itemsize
@@ -142,6 +142,8 @@ def unpack(data: object) -> tuple[dict[str, Any], list[np.ndarray[Any, Any]]]:
             offset += nbytes + (-nbytes % 8)
         if offset != len(raw):
             raise bad("bytes after the last array")
+    except DataError:  # (a ValueError too) already says what is wrong
+        raise
     except (ValueError, RecursionError, OverflowError, struct.error, zlib.error) as e:  # JSON, UTF-8
         raise bad(str(e)) from None
     return as_dict(header.get("state"), "state"), arrays
@@ -184,6 +186,8 @@ def decode(data: object) -> tuple[Plan, dict[str, Any], Runner]:
     state, arrays = unpack(data)
     try:
         return _decode(state, Reader(arrays))
+    except DataError:
+        raise
     except (KeyError, IndexError, TypeError, ValueError, OverflowError, RecursionError) as e:
         raise bad(f"{type(e).__name__}: {e}") from None
 
