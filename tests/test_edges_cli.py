@@ -451,3 +451,23 @@ def test_parquet_on_standard_input(
     code, out, err = cli(capsys, "run", "-d", DECL, "--query", WINDOWED, "-", "--input-format", "parquet")
     assert (code, out) == (1, ""), err
     assert "pycel: data error in <stdin>: cannot read <stdin> as Parquet" in err
+
+
+def test_a_csv_file_with_cr_line_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Lines ending in CR alone (classic Mac OS) were an "internal error" from the csv
+    module; CRLF ends read like LF ones."""
+    rows = ["event_type,name,volume,price,stock_time", "SELL,INTC,1,1,1", "BUY,RIMM,1,2,2"]
+    query = "SELECT * FROM S WHERE SELL ; BUY"
+    outputs = []
+    for end in ("\n", "\r\n"):
+        data = tmp_path / f"ends{len(end)}.csv"
+        data.write_bytes(end.join(rows).encode() + end.encode())
+        code, out, err = cli(capsys, "run", "-d", DECL, "--query", query, data, "-f", "jsonl")
+        assert code == 0 and out.count("\n") == 1, err
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    data = tmp_path / "mac.csv"
+    data.write_bytes("\r".join(rows).encode() + b"\r")
+    code, out, err = cli(capsys, "run", "-d", DECL, "--query", query, data)
+    assert (code, out) == (1, ""), err
+    assert "the file's lines end in CR alone" in err and "internal error" not in err

@@ -166,7 +166,16 @@ class CsvSource:
             raise InputError(f"the header row (line 1) is not UTF-8 text: {shown[:80]!r}") from None
         if not first.strip():
             return self._no_header_row()
-        header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+        if "\r" in first.rstrip("\r\n"):
+            raise InputError(
+                "the header row (line 1) holds a carriage return: the file's lines end in CR "
+                "alone (classic Mac OS); pycel reads LF or CRLF line ends (convert it, e.g. "
+                "tr '\\r' '\\n' < old.csv > new.csv)"
+            )
+        try:
+            header = [name.strip() for name in next(csv.reader(io.StringIO(first)))]
+        except csv.Error as err:
+            raise InputError(f"the header row (line 1) is not CSV: {err}") from None
         refuse_foreign_header(header, self.schema, opts.type_column)
         if opts.type_column is None:
             self.type_column = header[0]
