@@ -417,6 +417,26 @@ def test_corrupted_parquet_is_a_one_line_data_error(
     assert failures  # some damage is detected (Parquet has no checksums by default: not all)
 
 
+def test_a_damaged_row_group_keeps_the_output_of_the_groups_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow reads ahead across row groups: a damaged last group failed the read of the
+    first, so no match was written and the error named row group 0 (found by a probe)."""
+    frame = stock_frame(3000)
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    column = pq.ParquetFile(path).metadata.row_group(5).column(0)
+    damaged = bytearray(path.read_bytes())
+    damaged[column.data_page_offset + column.total_compressed_size - 10] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    code, out, err = run(
+        capsys, "run", "-d", STOCK_DECLARATION, "--query", QUERY, path, "-f", "jsonl", "--chunk-size", "700"
+    )
+    assert code == 1 and "(row group 5, rows 2501 to 3000)" in err, err
+    earned = reference_rows(STOCK_DECLARATION, QUERY, frame[:2500])  # the five intact groups
+    assert earned and jsonl_rows(out) == earned
+
+
 # -- missing and extra data (docs/data.md): one policy ----------------------------------------
 
 AB_DECL = "CREATE STREAM S { EVENT A { x: int, t: int }, EVENT B { y: int, t: int } }"

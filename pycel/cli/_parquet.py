@@ -105,7 +105,15 @@ class ParquetSource:
     def chunks(self) -> Iterator[tuple[int, pd.DataFrame]]:
         """(position of the first row, frame) per record batch; on a bad row the rows
         before it are yielded first, then :class:`InputError` names its row and column."""
-        batches = self.file.iter_batches(batch_size=self.options.chunk_size, columns=self.fetched_columns)
+        # One row group at a time: pyarrow reads ahead across groups, so a damaged group
+        # would fail the read of an earlier one (losing its rows and naming the wrong group).
+        batches = (
+            batch
+            for g in range(self.file.metadata.num_row_groups)
+            for batch in self.file.iter_batches(
+                batch_size=self.options.chunk_size, row_groups=[g], columns=self.fetched_columns
+            )
+        )
         while self.rows < self.total:
             try:
                 batch = next(batches)
