@@ -417,6 +417,26 @@ def test_corrupted_parquet_is_a_one_line_data_error(
     assert failures  # some damage is detected (Parquet has no checksums by default: not all)
 
 
+@pytest.mark.parametrize("cell", ["0x10", "0X1F", "1_2", "\uff11\uff12", "\u0661"])
+@pytest.mark.parametrize("column", ["volume", "price"])
+def test_number_cells_read_alike_whatever_the_chunk_size(
+    cell: str, column: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Arrow read "0x10" as 16 when it converted a whole chunk, Python's int() took "1_2"
+    and full-width digits cell by cell: the same file matched or failed by --chunk-size
+    (found by a probe). Each is now an error at its row, after the rows before it."""
+    rows = ["SELL,INTC,7,1.5,1", "SELL,INTC,7,1.5,2", "SELL,INTC,7,1.5,3"]
+    rows[1] = rows[1].replace("7", cell) if column == "volume" else rows[1].replace("1.5", cell)
+    path = tmp_path / "cells.csv"
+    path.write_text("\n".join(["event_type,name,volume,price,stock_time", *rows]) + "\n", encoding="utf-8")
+    query = "SELECT * FROM S WHERE SELL AS s"
+    for chunk in ("1", "2", "1000"):
+        args = ["-d", STOCK_DECLARATION, "--query", query, path, "-f", "jsonl", "--chunk-size", chunk]
+        code, out, err = run(capsys, "run", *args)
+        assert code == 1 and f"row 2 (position 1), column '{column}'" in err, (chunk, err)
+        assert jsonl_rows(out) == [(0, 0, (("s", (0,)),))], chunk
+
+
 def test_a_damaged_row_group_keeps_the_output_of_the_groups_before_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -367,9 +367,8 @@ class CsvSource:
         target = {"int": pa.int64(), "time": pa.int64(), "float": pa.float64()}.get(dtype)
         if target is None:
             return False
-        try:
-            numbers = text.cast(target)
-        except pa.ArrowInvalid:
+        numbers = _arrow_cast(text, target)
+        if numbers is None:
             return False
         if dtype != "time":
             return True
@@ -505,11 +504,19 @@ def _arrow_numbers(text: Any, dtype: str) -> Any:
     target = {"int": pa.int64(), "time": pa.int64(), "float": pa.float64()}.get(dtype)
     if target is None or (target == pa.int64() and text.null_count):
         return None
+    numbers = _arrow_cast(text, target)
+    return None if numbers is None else numbers.to_numpy()
+
+
+def _arrow_cast(text: Any, target: Any) -> Any:
+    """``text`` cast by Arrow to ``target``, or None where a cell is not a plain number of
+    that type. (Arrow reads "0x10" as the int 16; the checking path refuses hexadecimal.)"""
+    if target == pa.int64() and pc.any(pc.match_substring(text, "x", ignore_case=True)).as_py():
+        return None
     try:
-        numbers = text.cast(target)
+        return text.cast(target)
     except pa.ArrowInvalid:
         return None
-    return numbers.to_numpy()
 
 
 def _encodes(text: str) -> bool:

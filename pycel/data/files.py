@@ -127,9 +127,11 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
     present = text.notna().to_numpy()
     if dtype == "str":
         return text
-    # numpy and pandas parse numbers and times as C strings: "2.5\0" would read as 2.5
-    nul = text.str.contains("\0", regex=False, na=False).to_numpy(dtype=np.bool_)
-    _raise_bad(text, present & nul, _EXPECTED[dtype], base, column)
+    # numpy and pandas parse numbers and times as C strings: "2.5\0" would read as 2.5;
+    # Python's int() and float() also take "1_000" and other scripts' digits ("１２"),
+    # which pandas and Arrow refuse: one rule whichever path a chunk takes.
+    odd = text.str.contains(r"[\0_]|[^\x00-\x7f]", regex=True, na=False).to_numpy(dtype=np.bool_)
+    _raise_bad(text, present & odd, _EXPECTED[dtype], base, column)
     if dtype == "bool":
         lowered = text.str.strip().str.lower()
         truth = lowered.isin(_TRUE).to_numpy()
