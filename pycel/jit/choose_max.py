@@ -146,6 +146,25 @@ def _covered(y: Int, x: Int, steps: Ints, to: Ints, pos: Ints, mark: Ints, stamp
     return covered
 
 
+@njit(cache=True, inline="always")
+def _push_frame(
+    frames: Ints, n_frames: Int, at: Int, cur: Int, depth: Int, e_off: Int, e_len: Int, u_off: Int,
+    u_len: Int, seg_end: Int,
+) -> tuple[Ints, Int]:  # fmt: skip
+    """``frames`` with one more search frame on top (grown if full), and their count."""
+    frames = _grow(frames, _FRAME * (n_frames + 1))
+    b = _FRAME * n_frames
+    frames[b + _P] = at
+    frames[b + _CUR] = cur
+    frames[b + _DEPTH] = depth
+    frames[b + _E_OFF] = e_off
+    frames[b + _E_LEN] = e_len
+    frames[b + _U_OFF] = u_off
+    frames[b + _U_LEN] = u_len
+    frames[b + _SEG_END] = seg_end
+    return frames, n_frames + 1
+
+
 @inner
 def choose_max(
     finals: Ints, n_finals: Int, end: Int, lo: Int, budget: Int, E: Ints, U: Ints, ctr: Ints,
@@ -199,17 +218,10 @@ def choose_max(
                 )  # fmt: skip
                 emitted += 1
             continue
-        frames = _grow(frames, _FRAME * (n_frames + 1))
-        b = _FRAME * n_frames
-        frames[b + _P] = end
-        frames[b + _CUR] = f
-        frames[b + _DEPTH] = 0
-        frames[b + _E_OFF] = 0
-        frames[b + _E_LEN] = n_finals
-        frames[b + _U_OFF] = n_finals
-        frames[b + _U_LEN] = 0
-        frames[b + _SEG_END] = n_finals
-        n_frames += 1
+        # (E: every final; U: none yet)
+        frames, n_frames = _push_frame(
+            frames, n_frames, end, f, ZERO, ZERO, n_finals, n_finals, ZERO, n_finals
+        )
     while n_frames > 0 and emitted < budget:
         n_frames -= 1
         b = _FRAME * n_frames
@@ -258,17 +270,9 @@ def choose_max(
                 continue
             if _covered(m, x, steps, to, pos, mark, stamp):
                 continue
-            frames = _grow(frames, _FRAME * (n_frames + 2))
-            b = _FRAME * n_frames
-            frames[b + _P] = x
-            frames[b + _CUR] = m
-            frames[b + _DEPTH] = depth + 1
-            frames[b + _E_OFF] = ex_off
-            frames[b + _E_LEN] = ex_len
-            frames[b + _U_OFF] = ux_off
-            frames[b + _U_LEN] = ux_len
-            frames[b + _SEG_END] = taken_end
-            n_frames += 1
+            frames, n_frames = _push_frame(
+                frames, n_frames, x, m, depth + 1, ex_off, ex_len, ux_off, ux_len, taken_end
+            )
         # p skips x (pushed last, so searched first: its sets lie above the others'): U
         # gains the nodes E's and U's paths reach by taking x. Only nodes that step below
         # x stay in it: p takes no more positions at or above x, and a node of U matters
@@ -294,15 +298,5 @@ def choose_max(
         _mark_steps(pool, skip_off, skip_len, x, steps, to, pos, mark, stamp)
         if _covered(cur, x, steps, to, pos, mark, stamp):
             continue
-        frames = _grow(frames, _FRAME * (n_frames + 1))
-        b = _FRAME * n_frames
-        frames[b + _P] = x
-        frames[b + _CUR] = cur
-        frames[b + _DEPTH] = depth
-        frames[b + _E_OFF] = e_off
-        frames[b + _E_LEN] = e_len
-        frames[b + _U_OFF] = skip_off
-        frames[b + _U_LEN] = skip_len
-        frames[b + _SEG_END] = top
-        n_frames += 1
+        frames, n_frames = _push_frame(frames, n_frames, x, cur, depth, e_off, e_len, skip_off, skip_len, top)
     return out_se, out_off, out_var, out_pos, np.int64(count), np.int64(entries), stack, emitted
