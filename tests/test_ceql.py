@@ -315,12 +315,17 @@ def test_time_windows_need_a_time_attribute() -> None:
     with pytest.raises(PatternError, match="'name' is str, not a number or time"):
         where("SELL WITHIN 5 [name]")
     # A string time attribute measured the window on the strings' codes (a probe found it).
-    with pytest.raises(PatternError, match=r"'name' is str, not a number or time \(line 1, column 35\)"):
+    with pytest.raises(PatternError, match="time_attribute='name': it is str"):
         where("SELL WITHIN 5 SECONDS", time_attribute="name")
     with pytest.raises(PatternError, match="the window is on attribute 'name', a str"):
         pycel.reference.evaluate(Within(Atom(SELL, "s"), 5.0, "seconds", "name"), [])
     with pytest.raises(PatternError, match="the window is on attribute 'name', a str"):
         pycel.compile(Within(Atom(SELL, "s"), 5.0, "units", "name"))
+    # The time attribute is checked even where no window reads it (a typo is an error).
+    with pytest.raises(PatternError, match="time_attribute='nope': no event type has it"):
+        where("SELL", time_attribute="nope")
+    with pytest.raises(PatternError, match="time_attribute='name': it is str"):
+        where("SELL", time_attribute="name")
     with pytest.raises(CeqlSyntaxError, match="SECONDS given twice"):
         where("SELL WITHIN 1 seconds 2 seconds [stock_time]")
 

@@ -471,3 +471,12 @@ def test_a_csv_file_with_cr_line_ends(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out, err = cli(capsys, "run", "-d", DECL, "--query", query, data)
     assert (code, out) == (1, ""), err
     assert "the file's lines end in CR alone" in err and "internal error" not in err
+
+
+def test_an_unknown_time_attribute_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-attribute with a typo was ignored when the query had no SECONDS window."""
+    for attr, why in (("nosuch", "no event type has it"), ("name", "it is str")):
+        args = ["-d", DECL, "--query", "SELECT * FROM S WHERE SELL ; BUY", EXAMPLES / "stocks.csv"]
+        code, out, err = cli(capsys, "run", *args, "--time-attribute", attr)
+        assert (code, out) == (2, ""), err
+        assert f"--time-attribute '{attr}': {why}" in err

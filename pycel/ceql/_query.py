@@ -107,6 +107,15 @@ def parse_query(
             raise PatternError(f"types[{name!r}] is {cls!r}, not a pycel.Event subclass")
     if time_unit is not None and time_unit not in NS_PER_TIME_UNIT:
         raise PatternError(f"time_unit={time_unit!r}: choose one of {sorted(NS_PER_TIME_UNIT)}")
+    if time_attribute is not None:  # checked even when no window reads it: a typo is an error
+        fields = [cls.__fields__ for cls in named.values()]
+        dtypes = {own[time_attribute] for own in fields if time_attribute in own}
+        if not dtypes or not dtypes <= {"int", "float", "time"}:
+            what = "no event type has it" if not dtypes else f"it is {'/'.join(sorted(dtypes))}"
+            raise PatternError(
+                f"time_attribute={time_attribute!r}: {what}; the time attribute is a number or timestamp "
+                "attribute of the event types"
+            )
     parser = _QueryParser(
         text, named, types if isinstance(types, Declaration) else None, time_attribute, time_unit
     )

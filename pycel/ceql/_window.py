@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import attrs
-
 from pycel.dsl import Pattern, Within, check_window_size
 from pycel.errors import CeqlSyntaxError, PatternError
 from pycel.language.events import Event
@@ -171,5 +169,4 @@ class WindowParser:
             raise PatternError(
                 located(f"WITHIN: time attribute {name!r} is not an attribute of any event type", tok)
             )
-        # The same checks as WITHIN … [name], reported at the window.
-        return self.time_attr(attrs.evolve(tok, kind="ident", value=name, text=name))
+        return name

@@ -30,7 +30,10 @@ class UsageError(Exception):
 
 #: Hints in the library's messages that name a Python parameter, and the command line's
 #: option for the same thing.
-_OPTION_FOR = {"pass parse_query(..., time_attribute=...)": "give --time-attribute ATTR"}
+_OPTION_FOR = {
+    "pass parse_query(..., time_attribute=...)": "give --time-attribute ATTR",
+    "time_attribute='": "--time-attribute '",
+}
 
 
 class SourceError(Exception):
