@@ -292,7 +292,7 @@ def test_bad_arguments_are_clear_errors() -> None:
         m.to_pandas(variables=["s"])
     no_events = pycel.Matches.from_list(list(m))  # Match objects packed without events
     assert len(no_events.to_pandas("wide")) == len(m)
-    with pytest.raises(ValueError, match="without their events"):
+    with pytest.raises(ValueError, match="have no events to read"):
         no_events.to_pandas(attributes=True)
 
 
@@ -372,3 +372,47 @@ def test_keys_are_the_matches_identities(
             valuation.setdefault(names[v], set()).add(p)
         expected.add((start, start + 9, tuple(sorted((n, tuple(sorted(ps))) for n, ps in valuation.items()))))
     assert matches.keys() == expected == {m.key() for m in matches}
+
+
+class Trip(Event):
+    start: Field[int]
+    end: Field[int]
+    position: Field[str]
+
+
+def test_attributes_named_like_long_form_columns_keep_their_data() -> None:
+    """The long form dropped attributes named start, end, position (its own columns) even
+    when asked for by name (found by a probe); they are event_<attribute> now."""
+    t, s = pycel.alias(Trip, "t"), pycel.alias(Sell, "s")
+    events = [Trip(start=10, end=20, position="gate 4"), Sell(name="X", price=1.0, volume=3)]
+    matches = pycel.compile(pycel.seq(t, s)).run(events)
+    for frame in (matches.to_pandas(attributes=True), matches.to_arrow(attributes=True).to_pandas()):
+        row = frame[frame["variable"] == "t"].iloc[0]
+        assert (row["start"], row["end"], row["position"]) == (0, 1, 0)  # the match's own columns
+        assert (row["event_start"], row["event_end"], row["event_position"]) == (10, 20, "gate 4")
+    picked = matches.to_pandas(attributes=["start", "volume"])
+    assert list(picked.columns) == ["match", "start", "end", "variable", "position", "event_start", "volume"]
+    wide = matches.to_pandas("wide", attributes=True)
+    assert wide[["t.start", "t.end", "t.position"]].values.tolist() == [[10, 20, "gate 4"]]
+
+
+def test_equality_repr_and_concat() -> None:
+    """Matches == Matches raised numpy's "truth value of an array is ambiguous"; repr
+    built every Match to show three; concat of two runs read the first run's attributes
+    from the second run's events (each found by a probe)."""
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    query = pycel.compile(pycel.seq(s, b))
+    first = query.run([Sell(name="A", price=1.0, volume=1), Buy(name="B", price=2.0, volume=2)] * 3)
+    again = query.run([Sell(name="X", price=9.0, volume=9), Buy(name="Y", price=8.0, volume=8)] * 3)
+    assert len(first) == 6 and first == again and not first != again  # same positions
+    assert first != first[:5] and first[1:] != first[:-1] and first != list(first)
+    assert first == pycel.Matches.from_list(list(first), first.variables)
+    assert repr(first) == f"Matches([{first[0]!r}, {first[1]!r}, {first[2]!r}, … (6 in all)])"
+    assert repr(first[:2]) == f"Matches([{first[0]!r}, {first[1]!r}])"
+    one_run = pycel.Matches.concat([first[:2], first[2:]])
+    names = first.to_pandas(attributes=["name"])
+    assert one_run == first and one_run.to_pandas(attributes=["name"]).equals(names)
+    mixed = pycel.Matches.concat([first, again])
+    assert len(mixed) == 12 and mixed[:6] == first
+    with pytest.raises(ValueError, match="joined from different runs by Matches.concat"):
+        mixed.to_pandas(attributes=["name"])

@@ -89,7 +89,15 @@ def _columns(
         }
         present = np.ones(len(m.positions), dtype=np.bool_)
         for attr, column in event_attributes(m, m.positions, present, names).items():
-            cols.setdefault(attr, out.values(column))
+            # An attribute named like a column of the form (start, end, ...) keeps its
+            # data under "event_<attribute>" (named like the event_type column).
+            name = f"event_{attr}" if attr in cols else attr
+            if name in cols:
+                raise ValueError(
+                    f"attribute {attr!r}: the long form has columns {attr!r} and {name!r} already; "
+                    "use form='wide' (columns '<variable>.<attribute>')"
+                )
+            cols[name] = out.values(column)
         return cols
     wide = wide_columns(m, variables, lists)
     cols = {"match": np.arange(len(m), dtype=np.int64), "start": m.starts, "end": m.ends}

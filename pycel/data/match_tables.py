@@ -176,7 +176,8 @@ def _batch(source: Any) -> Any:
     """The event batch a Matches came from (``source``), or a clear error without one."""
     if source is None:
         raise ValueError(
-            "these matches were built without their events: use query.run(data) or stream.push(data)"
+            "these matches have no events to read: they were built by hand, or joined from "
+            "different runs by Matches.concat; use the matches of query.run(data) or stream.push(data)"
         )
     return getattr(source, "batch", source)
 

@@ -74,10 +74,11 @@ class Match:
         return (self.start, self.end, self.valuation)
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Matches:
     """Many matches in flat arrays: match ``k`` owns entries ``offsets[k]:offsets[k+1]``
-    of ``var_ids``/``positions``; ``variables[var_id]`` names the variable."""
+    of ``var_ids``/``positions``; ``variables[var_id]`` names the variable. Two are equal
+    when they hold the same matches in the same order (see :meth:`__eq__`)."""
 
     starts: npt.NDArray[np.int64]
     ends: npt.NDArray[np.int64]
@@ -122,7 +123,9 @@ class Matches:
 
     @classmethod
     def concat(cls, parts: Sequence[Matches]) -> Matches:
-        """One Matches holding all of ``parts`` in order."""
+        """One Matches holding all of ``parts`` in order. Their events (the attributes of
+        :meth:`to_pandas`, :meth:`Match.events`) are kept when every part has the same
+        source; matches of different runs may share positions, so then they have none."""
         parts = [p for p in parts if len(p)] or list(parts[:1])
         if not parts:
             return cls.empty()
@@ -144,7 +147,7 @@ class Matches:
             np.concatenate(remapped).astype(np.int32),
             np.concatenate([p.positions for p in parts]),
             tuple(names),
-            parts[-1].source,
+            parts[0].source if all(p.source is parts[0].source for p in parts) else None,
             all(p.variables_complete for p in parts),
         )
 
@@ -231,7 +234,8 @@ class Matches:
         variables under ``+`` there for the same columns whatever the data).
         ``attributes=True`` (or a list of names, ``"event_type"`` among them) joins in
         the matched events' attributes: columns ``"<variable>.<attribute>"`` in the wide
-        form, ``<attribute>`` in the long form. Column types: docs/architecture.md.
+        form, ``<attribute>`` in the long form (``event_<attribute>`` for one named like a
+        column of the form, e.g. ``event_start``). Column types: docs/architecture.md.
 
         Example (``query.run(events)``, README's first pattern)::
 
@@ -260,10 +264,32 @@ class Matches:
 
         return arrow_table(self, form, variables=variables, lists=lists, attributes=attributes)
 
+    def __eq__(self, other: object) -> bool:
+        """The same matches in the same order (their events, ``source``, are not compared;
+        ``keys()`` compares the sets of matches whatever their order)."""
+        if not isinstance(other, Matches):
+            return NotImplemented
+        return (
+            len(self) == len(other)
+            and np.array_equal(self.starts, other.starts)
+            and np.array_equal(self.ends, other.ends)
+            and np.array_equal(self.offsets, other.offsets)
+            and np.array_equal(self.positions, other.positions)
+            and np.array_equal(_names(self), _names(other))
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable arrays)
+
     def __repr__(self) -> str:
-        shown = ", ".join(repr(m) for m in list(self)[:3])
+        shown = ", ".join(repr(m) for m in self[:3])
         more = f", … ({len(self)} in all)" if len(self) > 3 else ""
         return f"Matches([{shown}{more}])"
+
+
+def _names(m: Matches) -> npt.NDArray[np.object_]:
+    """The variable of each entry of ``m``, by name."""
+    names: npt.NDArray[np.object_] = np.array([*m.variables, ""], dtype=object)[m.var_ids]
+    return names
 
 
 def gather(m: Matches, picked: npt.NDArray[np.int64]) -> Matches:
