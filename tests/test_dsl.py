@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 
 import pycel
@@ -301,6 +302,7 @@ def test_clauses_only_at_the_top() -> None:
         (lambda: Stock.price.between("a", "z"), "cannot compare Stock.price"),
         (lambda: Stock.price == None, "unsupported constant None"),  # noqa: E711
         (lambda: Stock.price == [1], "unsupported constant"),
+        (lambda: Stock.name.isin("AB"), "isin() takes a collection of values, not the string 'AB'"),
         (lambda: Stock.name + 1, "arithmetic '+' needs numbers, but Stock.name is str"),
         (lambda: Stock.price.like("1%"), "like() needs a str expression, but Stock.price is float"),
         (lambda: Stock.name.matches(3), "matches() needs a str pattern"),
@@ -464,3 +466,18 @@ def test_largest_limit_and_windows_run_like_the_reference() -> None:
     ]:
         expected = pycel.reference.evaluate(pattern, events).keys()
         assert len(expected) == 2 and pycel.compile(pattern).run(events).keys() == expected
+
+
+def test_numpy_scalars_are_constants() -> None:
+    """s.volume > np.int64(3) (what reading an array gives) was "unsupported constant"
+    (found by a probe); numpy scalars are the Python values they hold."""
+    s = pycel.alias(Sell, "s")
+    assert repr(s.volume > np.int64(3)) == repr(s.volume > 3)
+    assert repr(s.price >= np.float64(1.5)) == repr(s.price >= 1.5)
+    assert repr(s.volume.isin(np.array([1, 2]))) == repr(s.volume.isin([1, 2]))
+    assert repr(s.name.isin(np.array(["A", "B"]))) == repr(s.name.isin(["A", "B"]))
+    assert type((s.volume > np.int64(3)).right.value) is int  # type: ignore[attr-defined]
+    events = [Sell(name="A", price=2.0, volume=v) for v in (1, 5)]
+    pattern = s.where((s.volume > np.int64(3)) & s.name.isin(np.array(["A"])))
+    assert pycel.compile(pattern).run(events).keys() == pycel.reference.evaluate(pattern, events).keys()
+    assert len(pycel.compile(pattern).run(events)) == 1

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
+import numpy as np
 
 from pycel.errors import PatternError
 
@@ -34,6 +35,14 @@ DTYPES: dict[str, tuple[type, ...]] = {
 _NUMERIC = ("bool", "int", "float")
 #: int attributes and integer arithmetic are 64-bit signed (docs/data.md).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` as a Python constant: numpy's bool, integer, float and string scalars
+    (``np.int64(3)``, what reading an array gives) become the Python value they hold."""
+    if isinstance(value, (np.bool_, np.integer, np.floating, np.str_)):
+        return value.item()
+    return value
 
 
 def dtype_of_value(value: object) -> str:
@@ -183,7 +192,12 @@ class Expr(Generic[T_co]):
     # -- sets, ranges, text --------------------------------------------------------------
     def isin(self, values: Iterable[Any]) -> Expr[bool]:
         """True when the value is one of ``values`` (CEQL ``IN {…}``)."""
-        vals = tuple(values)
+        if isinstance(values, (str, bytes)):  # (iterating would test its characters)
+            raise PatternError(
+                f"isin() takes a collection of values, not the string {values!r}: write "
+                f"isin([{values!r}]) or == {values!r}"
+            )
+        vals = tuple(plain_value(v) for v in values)
         for v in vals:
             if not comparable(self.dtype, dtype_of_value(v)):
                 raise PatternError(f"{self!r} ({self.dtype}) cannot be compared with {v!r}")
@@ -282,7 +296,7 @@ class Attr(Expr[T_co]):
 class Const(Expr[T_co]):
     """A constant value."""
 
-    value: Any
+    value: Any = attrs.field(converter=plain_value)
     dtype: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
