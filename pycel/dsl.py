@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 
@@ -108,6 +108,20 @@ class Pattern:
         return As(self, _check_var(var))
 
     # -- query-level modifiers -----------------------------------------------------------
+    # One overload per way of giving a window, so that mypy refuses a time window without
+    # on=, a count window with one, or two sizes at once.
+    @overload
+    def within(self, *, events: int) -> Pattern: ...
+    @overload
+    def within(self, size: float | timedelta, *, on: Attr[float] | Attr[datetime]) -> Pattern: ...
+    @overload
+    def within(self, *, seconds: float | timedelta, on: Attr[float] | Attr[datetime]) -> Pattern: ...
+    @overload
+    def within(self, *, milliseconds: float, on: Attr[float] | Attr[datetime]) -> Pattern: ...
+    @overload
+    def within(self, *, minutes: float, on: Attr[float] | Attr[datetime]) -> Pattern: ...
+    @overload
+    def within(self, *, hours: float, on: Attr[float] | Attr[datetime]) -> Pattern: ...
     def within(
         self,
         size: float | timedelta | None = None,

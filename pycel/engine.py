@@ -26,6 +26,7 @@ from pycel.data.matches import Matches, by_end
 from pycel.errors import UnsupportedError
 from pycel.language.clauses import split_query
 from pycel.language.events import Event
+from pycel.language.patternlike import PatternLike
 from pycel.limits import MAX_ATOMS
 from pycel.plan.planner import Plan, plan_query
 from pycel.runtime.residual import check_consumable
@@ -68,7 +69,7 @@ class CompiledQuery(Plan):
         return attrs.evolve(by_end(Matches.concat([found, stream.close()])), source=found.source)
 
 
-def compile(pattern: object, *, types: Iterable[type[Event]] = ()) -> CompiledQuery:
+def compile(pattern: PatternLike, *, types: Iterable[type[Event]] = ()) -> CompiledQuery:
     """Check and compile ``pattern`` for the engine; raise a clear error if it cannot run.
 
     ``types``: extra event types the data may carry besides those of the pattern.

@@ -38,6 +38,7 @@ from pycel.language.checks import check, event_types, is_equality_join, trend_co
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.language.evaluate import eval_scalar, prev_key
 from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, reads_prev
+from pycel.language.patternlike import PatternLike
 from pycel.runtime.keys import inexact_join_error
 
 Valuation = frozenset[tuple[str, int]]
@@ -546,7 +547,7 @@ def _to_match(spec: QuerySpec, v: Valuation) -> Match:
     return Match.of(min(c), max(c), valuation)
 
 
-def evaluate(pattern: object, events: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
+def evaluate(pattern: PatternLike, events: Any, *, type_column: str = DEFAULT_TYPE_COLUMN) -> Matches:
     """Every match of ``pattern`` over ``events``, by brute force (the test oracle).
 
     ``events``: Event instances, dicts with an ``event_type`` field, a pandas DataFrame or

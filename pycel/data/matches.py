@@ -75,7 +75,7 @@ class Match:
 
 
 @attrs.define(eq=False)
-class Matches:
+class Matches(Sequence[Match]):
     """Many matches in flat arrays: match ``k`` owns entries ``offsets[k]:offsets[k+1]``
     of ``var_ids``/``positions``; ``variables[var_id]`` names the variable. Two are equal
     when they hold the same matches in the same order (see :meth:`__eq__`)."""
