@@ -34,7 +34,7 @@ from pycel.data.matches import Match, Matches
 from pycel.dsl import Absent, And, As, Atom, Filter, NotAtom, Or, Pattern, Plus, Seq
 from pycel.errors import DataError
 from pycel.language.absence import seq_chain, window_absences
-from pycel.language.checks import check, event_types, is_equality_join, trend_conditions
+from pycel.language.checks import bound_variables, check, event_types, is_equality_join, trend_conditions
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.language.evaluate import eval_scalar, prev_key
 from pycel.language.expr import Attr, Compare, Expr, attributes_in, conjuncts, reads_prev
@@ -566,6 +566,8 @@ def evaluate(pattern: PatternLike, events: Any, *, type_column: str = DEFAULT_TY
     check_input_columns(batch.input_columns, columns_read(spec))
     if isinstance(events, EventBatch) and events.offset != 0:
         raise DataError("the reference evaluator takes a whole stream (offset 0)")
-    matches = Matches.from_list(_evaluate_spec(spec, batch))
-    matches.source = batch
+    variables = tuple(sorted(bound_variables(spec.body)))
+    # The query's variables, as the engine's matches have them (m["x"] of another is a KeyError).
+    matches = Matches.from_list(_evaluate_spec(spec, batch), variables)
+    matches.source, matches.variables_complete = batch, True
     return matches

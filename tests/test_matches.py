@@ -416,3 +416,15 @@ def test_equality_repr_and_concat() -> None:
     assert len(mixed) == 12 and mixed[:6] == first
     with pytest.raises(ValueError, match="joined from different runs by Matches.concat"):
         mixed.to_pandas(attributes=["name"])
+
+
+def test_reference_matches_know_the_query_variables() -> None:
+    """m["zz"] was a KeyError on the engine's matches and () on the reference's."""
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    pattern = pycel.seq(s, b | pycel.alias(Buy, "c"))
+    events = [Sell(name="A", price=1.0, volume=1), Buy(name="B", price=2.0, volume=2)]
+    for matches in (pycel.compile(pattern).run(events), evaluate(pattern, events)):
+        assert matches.variables == ("b", "c", "s") and len(matches) == 2
+        assert {m["c"] for m in matches} == {(), (1,)}  # a variable of the query, unbound here
+        with pytest.raises(KeyError, match="'zz' is not a variable of the query"):
+            matches[0]["zz"]
