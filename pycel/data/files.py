@@ -130,7 +130,12 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
     # numpy and pandas parse numbers and times as C strings: "2.5\0" would read as 2.5;
     # Python's int() and float() also take "1_000" and other scripts' digits ("１２"),
     # which pandas and Arrow refuse: one rule whichever path a chunk takes.
-    odd = text.str.contains(r"[\0_]|[^\x00-\x7f]", regex=True, na=False).to_numpy(dtype=np.bool_)
+    cells = text.to_numpy(dtype=object)  # (a loop: a third of the time of one str.contains)
+    odd = np.fromiter(
+        (isinstance(c, str) and (not c.isascii() or "_" in c or "\0" in c) for c in cells),
+        np.bool_,
+        len(cells),
+    )
     _raise_bad(text, present & odd, _EXPECTED[dtype], base, column)
     if dtype == "bool":
         lowered = text.str.strip().str.lower()
