@@ -137,6 +137,16 @@ def test_a_trend_inside_a_plus_that_repeats_its_event_is_refused() -> None:
     assert _check(pycel.plus(pycel.seq(c, rising)).within(events=6), mixed) > 0
 
 
+def test_a_residual_comparison_written_twice() -> None:
+    """The same unindexable comparison in two nested filters raised "is a pattern, not a
+    Python bool" from the planner (found by the generated test below with another seed)."""
+    a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
+    below = b.x < a.f
+    pattern = pycel.seq(a, pycel.plus(b.where(b.x < pycel.prev(b).f))).where(below).where(below)
+    events = [Px0(x=k % 3, f=float(k % 4), time=k) for k in range(9)]
+    assert _check(pattern.within(events=6), events) > 0
+
+
 def test_not_equal_and_two_comparisons_on_one_edge() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     events = _ticks([1, 2, 2, 3, 1, 0, 2, 4])

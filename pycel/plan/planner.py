@@ -180,7 +180,8 @@ def _as_post_filter(node: Pattern, part: Expr[bool]) -> Pattern | None:
         parts = conjuncts(node.predicate)
         if any(expr_key(p) == expr_key(part) for p in parts):
             rest = [p for p in parts if expr_key(p) != expr_key(part)]
-            inner = _as_post_filter(node.inner, part) or node.inner
+            moved = _as_post_filter(node.inner, part)  # (the same conjunct may stand twice)
+            inner = node.inner if moved is None else moved
             kept = Filter(inner, functools.reduce(operator.and_, rest)) if rest else inner
             return Filter(kept, part, post_filter=True)
     changed = False
