@@ -188,6 +188,12 @@ def test_int_with_float_in_a_trend() -> None:
     events = [Px0(x=x, f=0.0) for x in [1, 2, 2, 5, 3, 4, 9, 1, 2]]
     for cond in (b.x * 1.5 > pycel.prev(b).x, b.x > pycel.prev(b).x * 1.5, b.x + 0.5 != pycel.prev(b).x):
         assert _check(pycel.plus(b.where(cond)).within(events=4), events) > len(events)
+    # An int no float equals (2**62 - 1 between 2.0**62 and its neighbour below): == was
+    # taken on the rounded float (found by a probe), != must hold.
+    big = [Px0(x=x, f=f) for x, f in ((0, 2.0**62), (2**62 - 1, 0.0), (2**62, 2.0**62), (2**62, 1.0))]
+    for op in _TREND_OPS:
+        for cond in (_compare(op, pycel.prev(b).f, b.x), _compare(op, b.x, pycel.prev(b).f)):
+            _check(pycel.plus(b.where(cond)), big)
 
 
 def test_strategies_with_a_window_choose_among_ordered_runs() -> None:

@@ -13,7 +13,8 @@ thresholds as int keys for ``<``). Over ints, ``r < y`` is ``r < ceil(y)`` and `
 is ``r <= floor(y)``; a threshold beyond every int64 is the kind :data:`ABOVE_ALL` (or
 :data:`BELOW_ALL`), and ``r != y`` with y no int64 holds for every number, like ``!= NaN``.
 Over floats, an int x that no float equals lies between two neighbouring floats lo < x < hi,
-so ``r < x`` is ``r < hi`` and ``r <= x`` is ``r <= lo`` (no float lies between them).
+so ``r < x`` is ``r < hi`` and ``r <= x`` is ``r <= lo`` (no float lies between them),
+and ``r == x`` never holds (``r != x`` always: the kind NaN).
 
 Example::
 
@@ -146,7 +147,7 @@ def _mixed_keys(
         elif op in ("<=", ">"):  # the float below x
             f[rounded_up] = np.nextafter(f[rounded_up], -np.inf)
         _float_keys(f, valid, keys, kinds)
-        if op == "!=":
+        if op in ("!=", "=="):  # no float equals x: == never holds, != always (as with NaN)
             kinds[(rounded_up | rounded_down) & valid] = NAN
     if not valid.all():
         invalid = ~valid
