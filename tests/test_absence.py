@@ -8,6 +8,7 @@ evaluator, also across snapshot/restore at every cut.
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from collections.abc import Sequence
@@ -211,6 +212,27 @@ def test_strict_matches_have_no_gap_for_an_absent_event() -> None:
     pattern = pycel.seq(o, pycel.absent(c), d).strategy("strict")
     assert spans(same_as_reference(pattern, events)) == [(3, 4)]
     assert spans(same_as_reference(pattern.partition_by("oid"), events)) == [(3, 4)]
+
+
+def test_strict_keeps_the_null_key_rule_of_a_correlated_absence() -> None:
+    """Under STRICT the absence always holds, but an order whose key is null is in no
+    partition of the correlation and matches nothing: dropping the absence dropped that
+    rule too (found by a probe). A NaN in the data is a null too (docs/data.md)."""
+
+    class Tick(pycel.Event):
+        k: pycel.Field[float]
+        time: pycel.Field[int]
+
+    class Tock(pycel.Event):
+        k: pycel.Field[float]
+        time: pycel.Field[int]
+
+    a, w, b = pycel.alias(Tick, "a"), pycel.alias(Tick, "w"), pycel.alias(Tock, "b")
+    pattern = pycel.seq(a, pycel.absent(w.where(w.k == a.k)), b).strategy("strict")
+    keys = [None, 1.0, math.nan, None, 2.0, None]
+    events = [(Tick if t % 2 == 0 else Tock)(k=k, time=t) for t, k in enumerate(keys)]
+    got = same_as_reference(pattern, events)
+    assert spans(got) == [(4, 5)]  # the Tick at 4 (2.0); not those at 0 (None) and 2 (NaN)
 
 
 @pytest.mark.parametrize("strategy", ["all", "last", "next", "max"])

@@ -37,7 +37,7 @@ import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import attrs
 
@@ -45,7 +45,7 @@ from pycel.data.ingest import Schema
 from pycel.dsl import Absent, And, As, Filter, Or, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
 from pycel.language.absence import has_absence, window_absences, without_absences
-from pycel.language.checks import check, event_types
+from pycel.language.checks import check, event_types, is_equality_join
 from pycel.language.clauses import QuerySpec
 from pycel.language.events import Event, event_name
 from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key
@@ -173,6 +173,29 @@ def plan_query(spec: QuerySpec, types: Iterable[type[Event]] = (), text: str = "
             raise UnsupportedError(f"{err} (as a post-filter it is refused too: {again})") from None
 
 
+def _absence_keys(node: Pattern) -> list[Expr[Any]]:
+    """The other sides of the equality joins of ``node``'s absences (``a.k`` in
+    ``absent(c.where(c.k == a.k))``): where one is null the match has no key, and so none
+    of it (docs/semantics.md, Absence)."""
+    found: list[Expr[Any]] = []
+    if isinstance(node, Absent) and node.predicate is not None:
+        for part in conjuncts(node.predicate):
+            if is_equality_join(part):
+                assert isinstance(part, Compare)
+                found += [side for side in (part.left, part.right) if side.variables() != {node.var}]
+    for child in node.children():
+        found += _absence_keys(child)
+    return found
+
+
+def _keyed(body: Pattern, keys: list[Expr[Any]]) -> Pattern:
+    """``body`` keeping only the matches where every one of ``keys`` is not null: ``k == k
+    or k != k`` is false for a null only (a comparison with null is false)."""
+    for key in keys:
+        body = Filter(body, (key == key) | (key != key))
+    return body
+
+
 def _as_post_filter(node: Pattern, part: Expr[bool]) -> Pattern | None:
     """``node`` with the conjunct ``part`` of its (non-post) filters moved into a
     post-filter at the same place; None if no filter holds it."""
@@ -230,7 +253,7 @@ def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Pla
         assert hcq is not None  # choose_family checked it
         return _plan(spec, family, _hcq_nfa(hcq), schema, (), hcq, post_filters, text)
     if spec.strategy == "strict":  # an interval has no gap: every absence inside holds
-        body = without_absences(body)
+        body = _keyed(without_absences(body), _absence_keys(body))
     # Their events get atom bits; the stream checks them (pycel.runtime.horizon).
     for absence in end_absences:
         body = Seq(body, absence)
