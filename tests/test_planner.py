@@ -91,7 +91,7 @@ def _by_refusal(pattern: Pattern) -> str:
     spec = split_query(pattern)
     body, _ = split_post_filters(spec.body)
     try:
-        plan_joins(expand_conjunctions(body))
+        plan_joins(expand_conjunctions(body), spec.partition)
     except UnsupportedError:
         if spec.strategy in ("all", "any") and spec.consume == "none" and plan_hcq(body, spec.partition):
             return "parallel"

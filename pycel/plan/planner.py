@@ -296,7 +296,7 @@ def choose_family(spec: QuerySpec, body: Pattern, post_filters: bool = False) ->
     # An AND of single events (possibly then one event) that the sequential automaton
     # cannot run: its joins nest (no single run key), or its interleavings are too many.
     if _parallel_clauses(spec) and plan_hcq(body, spec.partition) is not None:
-        if not joins_form_run_keys(body) or not interleavings_fit(body):
+        if not joins_form_run_keys(body, spec.partition) or not interleavings_fit(body):
             return "parallel"
     return "sequential"  # which refuses, with the way out, what it cannot run
 

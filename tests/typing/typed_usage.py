@@ -109,7 +109,8 @@ def summarize(matches: Matches) -> list[tuple[int, int, dict[str, tuple[int, ...
     for m in matches:
         first: Match = m
         rows.append((first.start, first.end, first.variables))
-        positions: tuple[int, ...] = m["b"] + m.positions()
+        # (m["b"] is a KeyError for a query without a variable b)
+        positions: tuple[int, ...] = m.variables.get("b", ()) + m.positions()
         assert all(isinstance(p, int) for p in positions)
     return rows
 
