@@ -527,6 +527,64 @@ def test_join_on_differently_named_attributes_groups_by_their_values(spark: Spar
     assert {row_key(r) for r in rows} == want
 
 
+class Big(pycel.Event):
+    v: pycel.Field[int]
+    at: pycel.Field[pycel.Timestamp]
+
+
+class BigA(Big): ...
+
+
+class BigB(Big):
+    stamp: pycel.Field[pycel.Timestamp]
+
+
+def test_nullable_integers_and_times_reach_the_engine_exactly(spark: SparkSession) -> None:
+    """Spark handed a group's bigint column holding a null to pandas as float64: 2**53 + 1
+    rounded (a filter on it matched nothing), an epoch-nanosecond time failed the job, ids
+    came back rounded; and a join of a timestamp column with an epoch-nanosecond one
+    grouped their values apart, as text (found by a probe)."""
+    big, t = 2**53, pd.Timestamp("2024-01-01")
+    events = pd.DataFrame(
+        {
+            "id": pd.array([big + 1, big + 3, None, 7], dtype="Int64"),
+            "event_type": ["BigA", "BigB", "BigB", "BigB"],
+            "v": pd.array([big + 1, big, None, big + 1], dtype="Int64"),
+            "at": [t, t + pd.Timedelta(1), t + pd.Timedelta(2), t + pd.Timedelta(3)],
+            "stamp": pd.array([None, t.value, t.value + 1, t.value], dtype="Int64"),
+        }
+    )
+    schema = "id long, event_type string, v long, at timestamp, stamp long"
+    rows = [[None if pd.isna(x) else x for x in row] for row in events.astype(object).itertuples(index=False)]
+    df = spark.createDataFrame([[*r[:3], r[3].to_pydatetime(), r[4]] for r in rows], schema)
+    a, b = pycel.alias(BigA, "a"), pycel.alias(BigB, "b")
+    for pattern in (
+        pycel.seq(a.where(a.v == big + 1), b).within(events=3),
+        pycel.seq(a, b.where(b.stamp >= t.to_pydatetime())),
+        pycel.seq(a, b).where(a.at == b.stamp),
+    ):
+        want = pycel.compile(pattern).run(events.drop(columns=["id"])).keys()
+        found = pycel.spark.detect(df, pattern, order_by="at").collect()
+        assert len(want) > 0 and {row_key(r) for r in found} == want, pattern
+    rows = pycel.spark.detect(df, pycel.seq(a, b).within(events=1), order_by="at", id_column="id").collect()
+    assert [(list(r["ids"]["a"]), list(r["ids"]["b"])) for r in rows] == [([big + 1], [big + 3])]
+
+
+class Named(pycel.Event):
+    match_end: pycel.Field[str]
+
+
+def test_a_partition_attribute_named_like_an_output_column_is_refused(spark: SparkSession) -> None:
+    """partition_by('match_end') made a row schema with the column twice, and the job
+    failed with Spark's own type error (found by a probe)."""
+    frame = pd.DataFrame({"event_type": ["Named"] * 2, "match_end": ["x", "y"], "id": [0, 1]})
+    df = spark.createDataFrame(frame)
+    n = pycel.alias(Named, "n")
+    refused = r"partition_by\('match_end'\): the match rows have a column"
+    with pytest.raises(pycel.PatternError, match=refused):
+        pycel.spark.detect(df, pycel.seq(n, n.as_("m")).partition_by(Named.match_end), order_by="id")
+
+
 @pytest.mark.spark
 def test_streaming_join_on_differently_named_attributes(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -36,7 +36,7 @@ from ._ranges import (
     time_key,
     with_range_groups,
 )
-from ._runner import RunnerSpec, run_group
+from ._runner import NULL_FLAG, RunnerSpec, run_group
 
 POSITION = "_pycel_position"
 GROUP = "_pycel_group"
@@ -101,6 +101,8 @@ def join_group_column(query: CompiledQuery, type_column: str) -> Column | None:
     if query.consume == 1 or query.partition or not classes or grouping(query):
         return None
     attributes, dtype = classes[0]
+    if dtype == "time":  # a Spark timestamp and epoch nanoseconds in a bigint have no common
+        return None  # text or number here: one group, where the engine compares them exactly
     column: Column | None = None
     for tid, name in enumerate(query.schema.type_names):
         names = {a for t, a in attributes if t in query.schema.supertypes[tid]}
@@ -227,8 +229,26 @@ def detect_batch(
     if ranged is not None:
         spec = attrs.evolve(spec, range_column=RANGE, range_cut=ranged)
         single = False
+    events, flagged = exact_integers(events)
+    spec = attrs.evolve(spec, null_flagged=flagged)
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
+
+
+def exact_integers(events: DataFrame) -> tuple[DataFrame, tuple[str, ...]]:
+    """``events`` with each nullable integer column as its values (0 for null) and a flag
+    column (``NULL_FLAG + name``), and the names of those columns: Spark hands a group's
+    integer column that holds a null to pandas as float64 (2**53 + 1 rounds, an
+    epoch-nanosecond time becomes a float); the executor rebuilds them exactly
+    (:func:`pycel.spark._runner.exact_integer_columns`)."""
+    flagged = tuple(
+        f.name for f in events.schema.fields if f.nullable and isinstance(f.dataType, T.IntegralType)
+    )
+    for name in flagged:
+        zero = F.lit(0).cast(events.schema[name].dataType)
+        events = events.withColumn(NULL_FLAG + name, F.col(name).isNull())
+        events = events.withColumn(name, F.coalesce(F.col(name), zero))
+    return events, flagged
 
 
 def range_groups(

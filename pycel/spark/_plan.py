@@ -226,6 +226,12 @@ def output_schema(spec: RunnerSpec, schema: T.StructType) -> T.StructType:
     def per_variable(element: T.DataType) -> T.StructType:
         return T.StructType([T.StructField(v, T.ArrayType(element, True), False) for v in spec.variables])
 
+    taken = [k for k in spec.key_columns if k in (MATCH_START, MATCH_END, POSITIONS, IDS, EVENTS)]
+    if taken:  # (a row with the name twice: Spark failed the job with its own error)
+        raise PatternError(
+            f"partition_by({taken[0]!r}): the match rows have a column {taken[0]!r} of their own; "
+            "rename that attribute in the data and its event type"
+        )
     fields = [T.StructField(k, schema[k].dataType, True) for k in spec.key_columns]
     fields += [
         T.StructField(MATCH_START, T.LongType(), False),

@@ -78,6 +78,11 @@ class RunnerSpec:
     #: The same entries in a file the driver added to the application
     #: (``SparkContext.addFile``; streaming, whose state function must stay small).
     compiled_file: str | None = None
+    #: Nullable integer columns sent as their values (0 for null) and a flag column
+    #: ``NULL_FLAG + name`` (:func:`pycel.spark._batch.exact_integers`): Spark hands a
+    #: group's integer column that holds a null to pandas as float64, which rounds
+    #: 2**53 + 1 and makes an epoch-nanosecond time a float.
+    null_flagged: tuple[str, ...] = ()
 
     @property
     def kept_columns(self) -> list[str]:
@@ -411,9 +416,21 @@ def _structs(variables: Sequence[str], values: list[list[Any]], n: int) -> pd.Se
     return pd.Series(cells, dtype=object)
 
 
+#: The prefix of the flag column of a nullable integer column (RunnerSpec.null_flagged).
+NULL_FLAG = "_pycel_null_"
+
+
+def exact_integer_columns(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its flagged integer columns rebuilt exactly (nullable Int64)."""
+    for name in spec.null_flagged:
+        null = frame.pop(NULL_FLAG + name).to_numpy(dtype=np.bool_)
+        frame[name] = pd.arrays.IntegerArray(frame[name].to_numpy(dtype=np.int64), null)
+    return frame
+
+
 def run_group(spec: RunnerSpec, frame: pd.DataFrame) -> pd.DataFrame:
     """All matches of one group's events (a whole batch group: a fresh stream)."""
-    events = sorted_events(spec, frame)
+    events = sorted_events(spec, exact_integer_columns(spec, frame))
     stream = spec.query.stream()
     matches = evaluate(spec, stream, events)
     if stream.horizon is not None:  # the group's events end: the waiting matches hold
