@@ -1213,3 +1213,39 @@ def test_streaming_ships_the_kernels_in_a_file(
     _install_compiled(shipped)
     installed = {p.name for p in (tmp_path / versioned_name()).iterdir()}
     assert {e.data_name for e in entries} <= installed
+
+
+class Reading(pycel.Event):
+    at: pycel.Field[pycel.Timestamp]
+
+
+class High(Reading): ...
+
+
+class Low(Reading): ...
+
+
+def test_ranges_over_a_naive_timestamp_across_a_dst_change(spark: SparkSession) -> None:
+    """The halo of a range cut measured a timestamp_ntz time through the session's time
+    zone: across a DST change (Europe/Berlin, 2024-10-27) ranges lost matches that one
+    group finds (found by a probe); the engine reads naive times as UTC."""
+    n = 400
+    at = pd.Timestamp("2024-10-27 00:00") + pd.to_timedelta(np.arange(n) * 60, unit="s")
+    kinds = ["High"] * (n // 2) + ["Low"] * (n // 2)
+    frame = pd.DataFrame({"id": np.arange(n), "event_type": kinds, "at": at})
+    schema = T.StructType(
+        [T.StructField("id", T.LongType()), T.StructField("event_type", T.StringType()),
+         T.StructField("at", T.TimestampNTZType())]
+    )  # fmt: skip
+    hi, lo = pycel.alias(High, "hi"), pycel.alias(Low, "lo")
+    pattern = pycel.seq(hi, lo).within(seconds=70 * 60, on=Reading.at)
+    want = pycel.compile(pattern).run(frame.drop(columns=["id"])).keys()
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Berlin")
+    try:
+        df = spark.createDataFrame(frame.astype({"at": "datetime64[us]"}), schema)
+        for ranges in (1, 2, 5):
+            rows = pycel.spark.detect(df, pattern, order_by="at", ranges=ranges).collect()
+            assert {row_key(r) for r in rows} == want and len(want) > 1000, ranges
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)

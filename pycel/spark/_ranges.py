@@ -210,8 +210,13 @@ def time_key(query: CompiledQuery, schema: T.StructType) -> tuple[Column, int | 
         return None
     column = query.time_attribute
     dtype = schema[column].dataType
-    if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
-        return F.unix_micros(F.col(column).cast("timestamp")), window_span(query, "micros")
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_micros(F.col(column)), window_span(query, "micros")
+    if isinstance(dtype, T.TimestampNTZType):  # (a cast to timestamp reads it in the session's
+        # time zone, whose DST changes would move the halo; the engine reads it as UTC)
+        quoted = "`" + column.replace("`", "``") + "`"  # (the SQL form: Spark 3.5 has no F.timestamp_diff)
+        micros = F.expr(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {quoted})")
+        return micros, window_span(query, "micros")
     if isinstance(dtype, T.IntegralType):
         return F.col(column).cast("long"), window_span(query, "integer")
     return F.col(column).cast("double"), window_span(query, "float")
