@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -205,6 +206,7 @@ def runner_spec(pattern: Any, **kw: Any) -> RunnerSpec:
 
 WARM_ABSENCE = """
 import json
+import re
 import pycel
 from examples.correlation import Cancelled, Filled, Placed
 from pycel.jit import runtime
@@ -1249,3 +1251,25 @@ def test_ranges_over_a_naive_timestamp_across_a_dst_change(spark: SparkSession) 
             assert {row_key(r) for r in rows} == want and len(want) > 1000, ranges
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_bad_ids_positions_and_reserved_names_are_clear_errors(spark: SparkSession) -> None:
+    """Each raised Spark's AnalysisException or a misleading message (found by a probe)."""
+    df = spark.createDataFrame(stock_events(40, names=2, seed=2))
+    s, b = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")
+    pattern = pycel.seq(s, b).within(events=6).partition_by(Stock.name)
+    cases = {
+        "position -10 is negative": lambda: pycel.spark.detect(
+            df.withColumn("p", F.col("id") - 10), pattern, position_column="p"
+        ),
+        "no id column 'nope'": lambda: pycel.spark.detect(df, pattern, order_by="time", id_column="nope"),
+        "'_pycel_position': names starting with _pycel_ are pycel's own": lambda: pycel.spark.detect(
+            df.withColumn("_pycel_position", F.lit(1)), pattern, order_by="id"
+        ),
+        "the id column 'm' is a map": lambda: pycel.spark.detect(
+            df.withColumn("m", F.create_map(F.lit("a"), F.col("id"))), pattern, order_by="time", id_column="m"
+        ),
+    }
+    for message, run in cases.items():
+        with pytest.raises(DataError, match=re.escape(message)), pycel.spark.raise_pycel_errors():
+            run().collect()

@@ -193,11 +193,19 @@ def detect_batch(
             "event-time column) or position_column= (precomputed positions)"
         )
     # Every column the run reads is checked before Spark runs anything.
+    if id_column is not None and id_column not in df.columns:
+        raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
+    if id_column is not None and position_column is None and id_column in order:
+        if isinstance(df.schema[id_column].dataType, T.MapType):  # (ties in time sort by id)
+            message = f"the id column {id_column!r} is a map, which Spark cannot sort"
+            raise DataError(message, column=id_column)
+    reserved = [c for c in df.columns if c.startswith("_pycel_")]
+    if reserved:
+        message = f"column {reserved[0]!r}: names starting with _pycel_ are pycel's own; rename it"
+        raise DataError(message, column=reserved[0])
     ordering = [(c, "order_by") for c in order] if position_column is None else []
     positions = [(position_column, "position_column")] if position_column is not None else []
     check_columns(df.schema, query, event_type_column, [*positions, *ordering])
-    if id_column is not None and id_column not in df.columns:
-        raise DataError(f"the DataFrame has no id column {id_column!r}", column=id_column)
     keys = grouping(query)
     if position_column is not None:
         check_integral(df.schema, position_column, "position")

@@ -144,6 +144,10 @@ def sorted_events(spec: RunnerSpec, frame: pd.DataFrame, after: int = -1) -> pd.
     order = np.argsort(pos.to_numpy(), kind="stable")
     frame = frame.iloc[order].reset_index(drop=True)
     values = frame[spec.position_column].to_numpy(dtype=np.int64)
+    if len(values) and values[0] < 0:  # (sorted: the first is the least)
+        where = describe_event(spec, frame, 0)
+        message = f"position {values[0]} is negative; positions start at 0"
+        raise located_error(message, where, spec.position_column)
     if len(values):
         dup = np.flatnonzero(values[1:] == values[:-1])
         if len(dup):
