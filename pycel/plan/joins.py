@@ -316,9 +316,8 @@ def plan_joins(body: Pattern, partition: tuple[str, ...] = ()) -> tuple[Pattern,
 def joins_form_run_keys(body: Pattern, partition: tuple[str, ...] = ()) -> bool:
     """Whether every class of equal attributes in ``body`` is a run key (it constrains
     every event of a match, one attribute per event type) or needs none (``partition``
-    implies it). For a body without iterations
-    and ORs, such as a conjunction of single events (elsewhere :func:`plan_joins` may
-    refuse a join for other reasons).
+    implies it). For a body without iterations and ORs, such as a conjunction of single
+    events (elsewhere :func:`plan_joins` may refuse a join for other reasons).
 
     Example: ``joins_form_run_keys((a & b & c).where((a.x == b.x) & (b.y == c.y)))`` is False.
     """
