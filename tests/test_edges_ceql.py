@@ -3,6 +3,7 @@ culprit and a hint at what CEQL writes instead."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -290,3 +291,23 @@ def test_a_syntax_error_in_a_long_line_shows_the_text_around_its_column() -> Non
     shown, caret = str(caught.value).splitlines()[1:3]
     assert len(shown) < 110 and shown.strip().startswith("…")
     assert shown[caret.index("^")] == ")"  # the caret under the offending token
+
+
+@pytest.mark.parametrize(("body", "found"), [("ABSENT()", "')'"), ("ABSENT(NOT(BUY))", "'NOT'")])
+def test_absent_without_an_event_type_is_a_syntax_error(body: str, found: str) -> None:
+    """ABSENT() said "unknown event type ')'", ABSENT(NOT(BUY)) "unknown event type 'NOT'"."""
+    text = f"SELECT * FROM S WHERE SELL ; {body} ; BUY"
+    err = syntax_error(text)
+    expected = "expected an event type: ABSENT takes one event type, optionally filtered"
+    assert str(err).startswith(f"{expected}, found {found}")
+    assert (err.line, err.column) == (1, text.index(body) + len("ABSENT(") + 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "operator"), [("ABSENT(BUY)+", "plus() (+)"), ("ABSENT(BUY) AS x", "as_() (AS)")]
+)
+def test_an_absence_as_an_operand_says_of_what(body: str, operator: str) -> None:
+    """ABSENT(BUY)+ said only that the absence "must stand inside seq()", where it seems to."""
+    pattern = ceql.parse_query(f"SELECT * FROM S WHERE SELL ; {body} ; BUY", DECL)
+    with pytest.raises(pycel.PatternError, match=re.escape(f"here it is the operand of {operator}")):
+        pycel.compile(pattern)

@@ -456,6 +456,8 @@ class _QueryParser:
         cur = self.cur
         cur.next()
         cur.expect_op("(", "'(' after ABSENT")
+        if cur.peek().kind != "ident":  # (ABSENT(), ABSENT(NOT(…)): no event type to look up)
+            raise cur.error("expected an event type: ABSENT takes one event type, optionally filtered")
         cls, name = self.event_type()
         var = self.variable() if cur.accept_keyword("AS") else name
         node = Absent(cls, var, None)

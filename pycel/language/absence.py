@@ -85,7 +85,15 @@ def window_absences(body: Pattern) -> tuple[Pattern, tuple[Absent, ...], tuple[A
     return rest, starts, ends
 
 
-def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) -> None:
+#: How the message names the operator an absence must not be the operand of.
+_OPERATORS: dict[type, str] = {
+    Plus: "plus() (+)", As: "as_() (AS)", Or: "| (OR)", And: "& (AND)", Filter: "where() (FILTER)"
+}
+
+
+def check_absences(
+    node: Pattern, in_chain: bool = False, at_root: bool = True, parent: Pattern | None = None
+) -> None:
     """Raise unless every absence stands between two parts of a sequence or at the start
     or end of the whole pattern (:func:`window_absences`), not next to a contiguous ``:``."""
     if at_root:
@@ -104,14 +112,16 @@ def check_absences(node: Pattern, in_chain: bool = False, at_root: bool = True) 
         node = window_absences(node)[0]
     if isinstance(node, Absent):
         if not in_chain:
+            operator = _OPERATORS.get(type(parent))
+            here = f"; here it is the operand of {operator}, but it binds no event" if operator else ""
             raise PatternError(
                 f"{node!r} must stand inside seq(), between the parts it separates "
-                "(e.g. seq(a, absent(c), b))"
+                f"(e.g. seq(a, absent(c), b)){here}"
             )
         return
     if not isinstance(node, Seq):
         for child in node.children():
-            check_absences(child, at_root=False)
+            check_absences(child, at_root=False, parent=node)
         return
     chain = seq_chain(node)
     for k, (part, contiguous) in enumerate(chain):
