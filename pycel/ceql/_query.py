@@ -48,7 +48,7 @@ from ._filter import FilterParser
 from ._lexer import Cursor, Token
 from ._predicate import located
 from ._scope import bound_variables, type_name_conflict
-from ._window import NS_PER_TIME_UNIT, WindowParser, sized
+from ._window import NS_PER_TIME_UNIT, WindowParser, attribute_dtypes, sized
 
 __all__ = ["CeqlWarning", "bound_variables", "parse_query"]
 
@@ -108,8 +108,7 @@ def parse_query(
     if time_unit is not None and time_unit not in NS_PER_TIME_UNIT:
         raise PatternError(f"time_unit={time_unit!r}: choose one of {sorted(NS_PER_TIME_UNIT)}")
     if time_attribute is not None:  # checked even when no window reads it: a typo is an error
-        fields = [cls.__fields__ for cls in named.values()]
-        dtypes = {own[time_attribute] for own in fields if time_attribute in own}
+        dtypes = attribute_dtypes(named, time_attribute)
         if not dtypes or not dtypes <= {"int", "float", "time"}:
             what = "no event type has it" if not dtypes else f"it is {'/'.join(sorted(dtypes))}"
             raise PatternError(

@@ -27,6 +27,11 @@ def _checked_float(size: int | float, unit: str) -> float:
     return float(size)
 
 
+def attribute_dtypes(types: Mapping[str, type[Event]], name: str) -> set[str]:
+    """The types attribute ``name`` has in the event ``types`` (empty: none has it)."""
+    return {cls.__fields__[name] for cls in types.values() if name in cls.__fields__}
+
+
 def sized(build: Callable[[], Pattern], clause: str, tok: Token) -> Pattern:
     """``build()``, with an out-of-range size or limit reported at ``tok``'s line and column."""
     try:
@@ -123,7 +128,7 @@ class WindowParser:
 
     def attr_dtype(self, tok: Token) -> str:
         """The one type of attribute ``tok`` in the event types (PatternError otherwise)."""
-        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
+        dtypes = attribute_dtypes(self.types, tok.value)
         if not dtypes:
             raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
         if len(dtypes) > 1 and "time" in dtypes:
@@ -137,7 +142,7 @@ class WindowParser:
         return "float" if len(dtypes) > 1 else next(iter(dtypes))
 
     def time_attr(self, tok: Token) -> str:
-        dtypes = {cls.__fields__[tok.value] for cls in self.types.values() if tok.value in cls.__fields__}
+        dtypes = attribute_dtypes(self.types, tok.value)
         if not dtypes:
             raise PatternError(located(f"WITHIN: no event type has attribute {tok.value!r}", tok))
         bad = sorted(dtypes - {"int", "float", "time"})
