@@ -350,7 +350,7 @@ def test_ceql_text_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "b.x > a.x: indexed, on edge 0→1" in out and "ordered by a.x" in out
     assert "1 if c0" in out and "engine: supported" in out
-    assert "post-filter c.x != (b.x + 1) (residual: checked while enumerating" in out
+    assert "post-filter c.x != (b.x + 1) (residual: checked while enumerating; as soon as" in out
 
 
 # -- generated ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pycel.errors import PatternError, UnsupportedError
 from pycel.language.checks import check
 from pycel.language.clauses import QuerySpec, split_query
 from pycel.plan.automaton import AtomState, Nfa, build_nfa
+from pycel.plan.conditions import key_pruning
 from pycel.plan.determinize import Dfa
 from pycel.plan.maximal import MaxDfa
 
@@ -160,12 +161,15 @@ def _correlation(query: CompiledQuery) -> list[str]:
         for k, c in enumerate(query.nfa.conditions)
     ]
     if query.post_filters is not None:
-        residual = query.post_filters.conjuncts
-        lines += [
-            f"post-filter {c!r} (residual: checked while enumerating, as soon as its variables "
-            "are bound, or on complete matches)"
-            for c in residual
-        ]
+        for c in query.post_filters.conjuncts:
+            keyed = key_pruning(c, query.nfa)
+            how = (
+                "as soon as its variables are bound, or on complete matches"
+                if keyed is None
+                else f"the runs waiting after {keyed[0].var} are ordered by {keyed[0]!r}: where it "
+                f"fails on one, those {keyed[1]} it are skipped"
+            )
+            lines.append(f"post-filter {c!r} (residual: checked while enumerating; {how})")
     if query.hcq is not None:
         plan = query.hcq
         lines += [

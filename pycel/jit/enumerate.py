@@ -18,7 +18,7 @@ from numba import njit, objmode
 
 from .arrays import Int, Int32s, Ints, Truth
 from .inner import inner
-from .residual import Residual, residual_holds
+from .residual import NODE_FAILS, SKIP_ABOVE, SKIP_BELOW, Residual, residual_holds, residual_key_sides
 from .store import (
     C_U_NEXT,
     E_CHILD,
@@ -35,9 +35,20 @@ from .store import (
 )
 from .structs import Buffers
 
-#: Ordered index nodes (pycel.jit.treap): U_BIT ≥ TREAP marks them; U_CMS is their own
-#: run's max-start (defined here, below the treap module, which imports this one).
-TREAP, U_CMS = 2, 7
+#: Ordered index nodes (pycel.jit.treap): U_BIT ≥ TREAP marks them; U_KEY is their
+#: register as an ordered key, U_CMS their own run's max-start (defined here, below the
+#: treap module, which imports this one).
+TREAP, U_KEY, U_CMS = 2, 6, 7
+_KEY_MAX = np.int64(2**63 - 1)
+_KEY_MIN = np.int64(-(2**63))
+
+
+@njit(cache=True, inline="always")
+def _unbound_keys(res: Residual, d: Int) -> None:
+    """A new index enters the path at depth ``d``: no key bounds it yet."""
+    if d < res.key_above.shape[0]:
+        res.key_above[d] = _KEY_MAX
+        res.key_below[d] = _KEY_MIN
 
 #: The arrays :func:`_prefix_copy` copies (its result has the argument's type).
 _Array = TypeVar("_Array", Ints, Int32s)
@@ -237,6 +248,14 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
         umask = U.shape[1] - 1
         unext = ctr[C_U_NEXT]
         emitted = ZERO
+        # Whether to walk an ordered index from its low keys (a key-pruned comparison
+        # fails above: pycel.jit.residual.residual_key_sides).
+        low_first = False
+        if ordered and residual and res is not None:
+            for c in range(res.key_side.shape[0]):
+                if res.key_side[c] != 0:
+                    low_first = res.key_side[c] == SKIP_ABOVE
+                    break
         # path caches each node of the current path as (position, projected variable mask),
         # so a match reads its prefix from two cache lines instead of the arena.
         path[0] = E[E_POS, x & emask]
@@ -250,6 +269,8 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
             stack_h[0] = child
             stack_d[0] = 1
             top = 1
+            if ordered and residual and res is not None:
+                _unbound_keys(res, ONE)
         if residual and res is not None and not residual_holds(res, path, ZERO):
             depth_done = -1  # a post-filter fails on the last event already: no match
             top = 0
@@ -264,19 +285,53 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                 if top + 3 > stack_h.shape[0]:
                     stack_h = _grow(stack_h, top + 3)
                     stack_d = _grow(stack_d, top + 3)
+                e = U[U_CONTENT, hs]
+                skip: Int = ZERO
+                if ordered and residual and res is not None and res.key_var.shape[0] > 0:
+                    if U[U_BIT, hs] >= TREAP:
+                        # An index node ordered by a register a residual conjunct
+                        # compares: where it fails, the runs on one side of this one fail
+                        # too. The keys where it failed bound the index under this path
+                        # (one index per path): a node beyond them is skipped by its key
+                        # alone, also one whose own run left the window (its event is no
+                        # longer there to check).
+                        key = U[U_KEY, hs]
+                        bounded = d < res.key_above.shape[0]
+                        if bounded and key >= res.key_above[d]:
+                            skip = SKIP_ABOVE | NODE_FAILS
+                        elif bounded and key <= res.key_below[d]:
+                            skip = SKIP_BELOW | NODE_FAILS
+                        elif U[U_CMS, hs] >= lo:
+                            if 2 * d + 2 > path.shape[0]:
+                                path = _grow(path, 2 * d + 2)
+                            path[2 * d] = E[E_POS, e & emask]
+                            path[2 * d + 1] = label_masks[E[E_LABEL, e & emask]] & proj_mask
+                            skip = residual_key_sides(res, path, d)
+                            if bounded and skip & SKIP_ABOVE:
+                                res.key_above[d] = min(res.key_above[d], key)
+                            if bounded and skip & SKIP_BELOW:
+                                res.key_below[d] = max(res.key_below[d], key)
                 left = U[U_LEFT, hs]
-                if live(U, unext, left) and U[U_MS, left & umask] >= lo:
+                pushed_left = False
+                if not skip & SKIP_BELOW and live(U, unext, left) and U[U_MS, left & umask] >= lo:
                     stack_h[top] = left
                     stack_d[top] = d
                     top += 1
+                    pushed_left = True
                 right = U[U_RIGHT, hs]
-                if live(U, unext, right) and U[U_MS, right & umask] >= lo:
+                if not skip & SKIP_ABOVE and live(U, unext, right) and U[U_MS, right & umask] >= lo:
                     stack_h[top] = right
                     stack_d[top] = d
                     top += 1
-                e = U[U_CONTENT, hs]
+                    if low_first and pushed_left:
+                        # The lower keys first (popped first): there a comparison that fails
+                        # above bounds the rest of the index early.
+                        stack_h[top - 2], stack_h[top - 1] = right, left
                 if ordered and U[U_BIT, hs] >= TREAP and U[U_CMS, hs] < lo:
                     continue  # an ordered index node whose own run left the window (its children did not)
+                if residual and res is not None and skip & NODE_FAILS:
+                    res.visits[0] += 1  # (a node visited; residual_holds counts the others)
+                    continue
                 if E[E_LABEL, e & emask] < 0:  # a union node (MAX): its heap, same depth
                     stack_h[top] = E[E_CHILD, e & emask]
                     stack_d[top] = d
@@ -294,6 +349,8 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                     stack_h[top] = ch
                     stack_d[top] = d + 1
                     top += 1
+                    if ordered and residual and res is not None:
+                        _unbound_keys(res, d + 1)
                     continue
                 depth_done = d
             # Emit the match path[0..depth_done] from the cached path; the output arrays

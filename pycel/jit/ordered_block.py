@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from .arrays import Int, Ints
-from .enumerate import U_CMS, _grow
+from .enumerate import U_CMS, U_KEY, _grow
 from .inner import inner
 from .store import (
     C_H_COUNT,
@@ -39,7 +39,7 @@ from .store import (
     make_room,
 )
 from .structs import DfaArrays
-from .treap import U_KEY, treap_insert
+from .treap import treap_insert
 
 #: H states of a conditioned state's runs whose register is NaN / null (the ordered
 #: loop's; here to keep the import downward).

@@ -58,7 +58,11 @@ class Residual(NamedTuple):
     ``ints`` (``floats``), indexed by position − ``base``, valid where ``int_valid``
     (``float_valid``). ``stats[c] = (checked, failed)``; ``visits[0]``: nodes visited.
     ``binding`` maps a variable to the position bound in the combination being checked;
-    the stacks and ``occ`` are work space."""
+    the stacks and ``occ`` are work space. Key pruning (:func:`residual_key_sides`): conjunct
+    c compares a register of variable ``key_var[c]`` (-1: none) by which the runs binding
+    it are ordered; where it fails, the runs on side ``key_side[c]`` fail too;
+    ``key_above[d]``/``key_below[d]``: the keys from which on (up to which) the index at
+    path depth d fails, as found so far (the enumerator's work space)."""
 
     code: Ints
     fconst: Floats
@@ -78,6 +82,10 @@ class Residual(NamedTuple):
     vstack: Flags
     occ: Ints
     digits: Ints
+    key_var: Ints
+    key_side: Ints
+    key_above: Ints
+    key_below: Ints
 
 
 def _cmp(op: Int, x: float | Int, y: float | Int) -> Truth:
@@ -235,6 +243,88 @@ def _evaluate(res: Residual, first: Int, last: Int) -> Int:
 
 
 @inner
+def _work_space(res: Residual, d: Int) -> Ints:
+    """``res.occ``, or a larger one for this call when the path is deeper than it holds."""
+    if res.occ.shape[0] < 64 * (d + 2):
+        return np.empty(64 * (d + 2), dtype=np.int64)
+    return res.occ
+
+
+@inner
+def _fails(res: Residual, path: Ints, d: Int, c: Int, occ: Ints, counted: Truth) -> bool:
+    """Whether conjunct ``c`` is not True (False, or unknown through a null) on some
+    combination of the path's bound events that includes node ``d`` (the path ``0..d``
+    binds all its variables); each combination is counted in ``stats`` if ``counted``."""
+    wanted = res.variables[c]
+    digits = res.digits
+    # occ: per variable of the conjunct (in bit order), the path nodes binding it, as
+    # [count, node...] blocks; then a mixed-radix walk over their combinations.
+    nvars = 0
+    used = 0
+    v = 0
+    rest = wanted
+    while rest != 0:
+        if rest & 1:
+            count = 0
+            for k in range(d + 1):
+                if (path[2 * k + 1] >> v) & 1:
+                    occ[used + 1 + count] = k
+                    count += 1
+            occ[used] = count
+            used += count + 1
+            nvars += 1
+        rest >>= 1
+        v += 1
+    for j in range(nvars):
+        digits[j] = 0
+    while True:
+        # The combination of the current digits, if it includes node d.
+        at = 0
+        includes = False
+        v = 0
+        j = 0
+        rest = wanted
+        while rest != 0:
+            if rest & 1:
+                node = occ[at + 1 + digits[j]]
+                includes = includes or node == d
+                res.binding[v] = path[2 * node]
+                at += occ[at] + 1
+                j += 1
+            rest >>= 1
+            v += 1
+        if includes:
+            if counted:
+                res.stats[c, S_CHECKED] += 1
+            if _evaluate(res, res.ptr[c], res.ptr[c + 1]) == 0:
+                if counted:
+                    res.stats[c, S_FAILED] += 1
+                return True
+        # Next combination (the last variable's digit turns fastest).
+        j = nvars - 1
+        while j >= 0:
+            at_of = 0  # variable j's block in occ
+            for _ in range(j):
+                at_of += occ[at_of] + 1
+            digits[j] += 1
+            if digits[j] < occ[at_of]:
+                break
+            digits[j] = 0
+            j -= 1
+        if j < 0:
+            return False
+
+
+@inner
+def _bound(path: Ints, d: Int) -> Int:
+    """The variables the path nodes 0..d bind."""
+    bound = 0
+    for k in range(d + 1):
+        bound |= path[2 * k + 1]
+    return bound
+
+
+@inner
 def residual_holds(res: Residual, path: Ints, d: Int) -> bool:
     """Whether path node ``d`` may stay: every conjunct that it completes (it binds one of
     the conjunct's variables, and the path ``0..d`` binds all of them) holds on every
@@ -242,73 +332,52 @@ def residual_holds(res: Residual, path: Ints, d: Int) -> bool:
     position and the variable bits of node k (the enumerator's path cache)."""
     res.visits[0] += 1
     mask = path[2 * d + 1]
-    bound = 0
-    for k in range(d + 1):
-        bound |= path[2 * k + 1]
-    occ = res.occ
-    if occ.shape[0] < 64 * (d + 2):  # deeper than the work space: a larger one, this call
-        occ = np.empty(64 * (d + 2), dtype=np.int64)
-    digits = res.digits
+    bound = _bound(path, d)
+    occ = _work_space(res, d)
     for i in range(res.order.shape[0]):
         c = res.order[i]
         wanted = res.variables[c]
         if (wanted & mask) == 0 or (wanted & ~bound) != 0:
             continue
-        # occ: per variable of the conjunct (in bit order), the path nodes binding it, as
-        # [count, node...] blocks; then a mixed-radix walk over their combinations.
-        nvars = 0
-        used = 0
-        v = 0
-        rest = wanted
-        while rest != 0:
-            if rest & 1:
-                count = 0
-                for k in range(d + 1):
-                    if (path[2 * k + 1] >> v) & 1:
-                        occ[used + 1 + count] = k
-                        count += 1
-                occ[used] = count
-                used += count + 1
-                nvars += 1
-            rest >>= 1
-            v += 1
-        for j in range(nvars):
-            digits[j] = 0
-        while True:
-            # The combination of the current digits, if it includes node d.
-            at = 0
-            includes = False
-            v = 0
-            j = 0
-            rest = wanted
-            while rest != 0:
-                if rest & 1:
-                    node = occ[at + 1 + digits[j]]
-                    includes = includes or node == d
-                    res.binding[v] = path[2 * node]
-                    at += occ[at] + 1
-                    j += 1
-                rest >>= 1
-                v += 1
-            if includes:
-                res.stats[c, S_CHECKED] += 1
-                if _evaluate(res, res.ptr[c], res.ptr[c + 1]) == 0:
-                    res.stats[c, S_FAILED] += 1
-                    return False
-            # Next combination (the last variable's digit turns fastest).
-            j = nvars - 1
-            while j >= 0:
-                at_of = 0  # variable j's block in occ
-                for _ in range(j):
-                    at_of += occ[at_of] + 1
-                digits[j] += 1
-                if digits[j] < occ[at_of]:
-                    break
-                digits[j] = 0
-                j -= 1
-            if j < 0:
-                break
+        if _fails(res, path, d, c, occ, True):
+            return False
     return True
+
+
+#: :func:`residual_key_sides`' bits: skip the runs ordered below (above) the node's, and
+#: the node itself fails.
+SKIP_BELOW, SKIP_ABOVE, NODE_FAILS = 1, 2, 4
+
+
+@inner
+def residual_key_sides(res: Residual, path: Ints, d: Int) -> Int:
+    """Which parts of an ordered run index node to skip (:data:`SKIP_BELOW`,
+    :data:`SKIP_ABOVE`, :data:`NODE_FAILS` bits), path node ``d`` being its content.
+
+    A key-pruned conjunct ``f(…) OP g(a)`` that node d completes by binding a (and no other
+    variable of it) fails on a combination: then it fails on the same combination for
+    every run ordered beyond d's on its side (the index orders them by g(a), and OP is
+    monotone in it), so the enumerator does not enter that subtree. Runs whose g(a) is
+    NaN or null wait in indexes of their own, ordered by creation; there every order
+    comparison fails on every run, so skipping by it is right too."""
+    mask = path[2 * d + 1]
+    bound = _bound(path, d)
+    occ = _work_space(res, d)
+    sides = 0
+    for c in range(res.key_var.shape[0]):
+        v = res.key_var[c]
+        if v < 0 or not (mask >> v) & 1:
+            continue
+        wanted = res.variables[c]
+        if (wanted & ~bound) != 0 or (mask & wanted) != (1 << v):
+            continue
+        # Counted once, as the failure that ends the node (a node that passes is counted
+        # by residual_holds, which checks it again with the others).
+        if _fails(res, path, d, c, occ, False):
+            res.stats[c, S_CHECKED] += 1
+            res.stats[c, S_FAILED] += 1
+            sides |= res.key_side[c] | NODE_FAILS
+    return sides
 
 
 def empty_residual() -> Residual:
@@ -320,5 +389,5 @@ def empty_residual() -> Residual:
         np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.bool_),
         np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=np.bool_), np.int64(0),
         np.zeros((0, 2), dtype=np.int64), np.zeros(1, dtype=np.int64), z, z, zf,
-        np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64),
+        np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64), z, z, z, z,
     )  # fmt: skip

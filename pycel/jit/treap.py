@@ -38,11 +38,10 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
-from .enumerate import TREAP, U_CMS
+from .enumerate import TREAP, U_CMS, U_KEY
 from .inner import inner
 from .store import C_MAX_DEPTH, C_U_NEXT, U_BIT, U_CONTENT, U_CREATED, U_LEFT, U_MS, U_RIGHT, ZERO, live
 
-U_KEY = 6
 #: ``U_BIT`` of a treap node: ``TREAP + priority`` in the low 32 bits, the height above.
 HEIGHT_SHIFT = 32
 LOW_BITS = (1 << HEIGHT_SHIFT) - 1

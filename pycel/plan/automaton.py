@@ -43,7 +43,7 @@ from pycel.language.expr import Expr, conjuncts, reads_prev
 from pycel.limits import MAX_ATOMS
 
 if TYPE_CHECKING:
-    from .conditions import EdgeCondition
+    from .conditions import EdgeCondition, RunOrder
 
 
 @attrs.frozen
@@ -77,6 +77,9 @@ class Nfa:
     start_atoms: tuple[int, ...] = ()  # likewise, the absences that start the pattern
     # Comparisons between adjacent occurrences, on their edges (pycel.plan.conditions).
     conditions: tuple[EdgeCondition, ...] = ()
+    # Atoms whose waiting runs are ordered by a register no edge condition reads, for
+    # the enumerator's pruning of residual comparisons (pycel.plan.conditions.RunOrder).
+    orderings: tuple[RunOrder, ...] = ()
 
     def edge_conditions(self, a: int, b: int) -> list[int]:
         """The indices of the conditions on edge a→b (all must hold to take it)."""

@@ -27,7 +27,7 @@ from pycel.dsl import Absent, As, Atom, Filter, NotAtom, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
 from pycel.language.absence import seq_chain
 from pycel.language.comparisons import is_order_comparison, occurrence_read
-from pycel.language.expr import Compare, Expr, conjuncts, expr_key, reads_prev
+from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key, reads_prev
 
 from .automaton import Nfa
 
@@ -326,3 +326,90 @@ def _register_conflict(found: list[EdgeCondition], nfa: Nfa) -> tuple[int, str] 
                 f"{event} events; write the others with where(..., post_filter=True)"
             )
     return None
+
+
+@attrs.frozen
+class RunOrder:
+    """The runs waiting after atom ``atom`` kept ordered by ``register`` (an attribute of
+    the atom's event) although no edge condition reads it: a residual comparison
+    ``f(...) OP register`` then skips whole subtrees of those runs while matches are
+    enumerated (:func:`key_pruning`, :mod:`pycel.jit.residual`)."""
+
+    atom: int
+    register: Expr[Any]
+    register_kind: str  # "int" or "float"
+
+    @property
+    def register_key(self) -> str:
+        """The register's identity, as :attr:`EdgeCondition.register_key`."""
+        return _unbound(self.register)
+
+
+def _order_pruned(part: Expr[bool], nfa: Nfa) -> tuple[int, Attr[Any], str] | None:
+    """(atom α, register g(a), the side to skip: "above" or "below") when ``part`` is ``f(…) OP g(a)`` with OP
+    an order, g a plain number attribute of the occurrence a of atom α, f not reading any
+    variable α binds, and α earlier than f's atoms in every match (its node is the one the
+    enumerator binds last: there the comparison is decided); else None."""
+    if not isinstance(part, Compare) or part.op not in ("<", "<=", ">", ">="):
+        return None
+    for g, f, op in ((part.left, part.right, part.op), (part.right, part.left, _FLIP[part.op])):
+        read = occurrence_read(g)
+        if not isinstance(g, Attr) or read is None or read[1] or _KINDS.get(g.dtype) is None:
+            continue
+        if _KINDS.get(f.dtype) is None or not f.variables():
+            continue
+        atoms = [a for a in nfa.atoms if g.var in a.labels and not a.negated]
+        if len(atoms) != 1 or atoms[0].labels & f.variables():
+            continue
+        alpha = atoms[0].index
+        others = [a.index for a in nfa.atoms if a.labels & f.variables() and not a.negated]
+        if not others or any(not _reaches(nfa, alpha, b) or _reaches(nfa, b, alpha) for b in others):
+            continue
+        # g(a) < f fails at g(a) = v: it fails at every value above v too.
+        return alpha, g, "above" if op in ("<", "<=") else "below"
+    return None
+
+
+def run_orders(parts: tuple[Expr[bool], ...], nfa: Nfa) -> tuple[RunOrder, ...]:
+    """The orderings the residual comparisons ``parts`` can prune by: one per atom whose
+    runs no edge condition orders already (the first such comparison's register)."""
+    taken = {c.source for c in nfa.conditions}
+    found: dict[int, RunOrder] = {}
+    for part in parts:
+        pruned = _order_pruned(part, nfa)
+        if pruned is not None and pruned[0] not in taken and pruned[0] not in found:
+            alpha, g, _ = pruned
+            found[alpha] = RunOrder(alpha, g, _KINDS[g.dtype])
+    return tuple(found.values())
+
+
+def key_pruning(part: Expr[bool], nfa: Nfa) -> tuple[Attr[Any], str] | None:
+    """(the register g(a), "above" or "below") when ``nfa`` keeps the runs waiting after
+    a ordered by the register ``part`` compares (an edge condition's or a
+    :class:`RunOrder`'s): where ``part`` fails on such a run, the enumerator may skip the
+    runs ordered on that side of it. None otherwise.
+
+    Example: ``key_pruning(b.x > a.y, nfa)`` is ``(a.y, "above")`` when a's runs are
+    ordered by ``a.y``."""
+    pruned = _order_pruned(part, nfa)
+    if pruned is None:
+        return None
+    alpha, g, side = pruned
+    keys = {c.register_key for c in nfa.conditions if c.source == alpha}
+    keys |= {o.register_key for o in nfa.orderings if o.atom == alpha}
+    if keys != {_unbound(g)}:
+        return None
+    return g, side
+
+
+def run_registers(nfa: Nfa) -> list[tuple[str, Expr[Any], str, int]]:
+    """The registers the runs of ``nfa`` carry, as (key, expression, kind, the atom whose
+    event it is read on): the edge conditions' in the order they are first read, then the
+    run orders'. A register's id is its place here (the automaton's state tables and the
+    loop's rows of values agree on it)."""
+    found: dict[str, tuple[str, Expr[Any], str, int]] = {}
+    for c in nfa.conditions:
+        found.setdefault(c.register_key, (c.register_key, c.register, c.register_kind, c.source))
+    for o in nfa.orderings:
+        found.setdefault(o.register_key, (o.register_key, o.register, o.register_kind, o.atom))
+    return list(found.values())

@@ -38,6 +38,7 @@ from pycel.errors import UnsupportedError
 from pycel.limits import MAX_STATES
 
 from .automaton import Nfa, token, token_atom, token_blocked
+from .conditions import run_registers
 
 START = -1  # the pseudo-atom a new run starts from
 
@@ -113,14 +114,21 @@ class Dfa:
         self.blocks: list[list[tuple[int, int]]] = []  # per class: (src, dst or -1)
         self.contiguous = nfa.contiguous
         self._tables: DfaTables | None = None
-        # Registers by identity, in the order of the conditions that first read them.
-        keys = [c.register_key for c in nfa.conditions]
-        self.register_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        # Registers by identity (pycel.plan.conditions.run_registers), and the atoms whose
+        # runs are ordered by one though no condition leaves them.
+        self.register_ids = {key: i for i, (key, *_) in enumerate(run_registers(nfa))}
+        self.ordered_atoms = {o.atom: self.register_ids[o.register_key] for o in nfa.orderings}
 
     def state_conditions(self, sid: int) -> list[int]:
         """The conditions on edges leaving state ``sid``'s atoms (outcome bit j is the j-th)."""
         atoms = {token_atom(t) for t in self.states[sid]}
         return [k for k, c in enumerate(self.nfa.conditions) if c.source in atoms]
+
+    def _ordered(self, atoms: set[int]) -> int:
+        """The register ordering the runs of a state of ``atoms`` without conditions (a
+        run order's: its atom is the state's only one, as the state's label binds its
+        variable), or -1."""
+        return next((self.ordered_atoms[a] for a in atoms if a in self.ordered_atoms), -1)
 
     def _state(self, atoms: frozenset[int]) -> int:
         sid = self.state_ids.get(atoms)
@@ -207,13 +215,14 @@ class Dfa:
             bptr, blocks = _csr([[(src, 0, dst, 0) for src, dst in b] for b in self.blocks])
             registers = self.register_ids
             conds = [self.state_conditions(s) if s else [] for s in range(len(self.states))]
-            state_register = [
-                registers[self.nfa.conditions[c[0]].register_key] if c else -1 for c in conds
-            ]
             last = self.nfa.last
             follow = self.nfa.follow
             gap = self.nfa.gap_follow
             atoms = [{token_atom(t) for t in s} for s in self.states]
+            state_register = [
+                registers[self.nfa.conditions[c[0]].register_key] if c else self._ordered(a)
+                for c, a in zip(conds, atoms, strict=True)
+            ]
             self._tables = DfaTables(
                 ptr=ptr,
                 src=np.ascontiguousarray(arr[:, 0]),

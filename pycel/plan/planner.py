@@ -52,7 +52,7 @@ from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key
 from pycel.limits import MAX_VARIABLES
 
 from .automaton import AtomState, Nfa, build_nfa
-from .conditions import Unindexable, edge_conditions, has_order_comparisons
+from .conditions import Unindexable, edge_conditions, has_order_comparisons, run_orders
 from .conjunction import expand_conjunctions, interleavings_fit
 from .hcq import HcqPlan, plan_hcq
 from .joins import JoinKey, joins_form_run_keys, plan_joins
@@ -276,6 +276,9 @@ def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Pla
                 "not supported by the engine yet; write them with where(..., post_filter=True)"
             )
         nfa = attrs.evolve(nfa, conditions=conditions)
+    if post_filters is not None and family == "sequential" and not nfa.contiguous:
+        # Residual comparisons the enumerator decides by the order of a's runs.
+        nfa = attrs.evolve(nfa, orderings=run_orders(post_filters.conjuncts, nfa))
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
 
 

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from pycel.data.ingest import EventBatch
 from pycel.jit.ordered import ABOVE_ALL, BELOW_ALL, NAN, NULL, NUMBER, OrderedInput, ordered_input
 from pycel.language.expr import Arith, Attr, Expr, expr_key
+from pycel.plan.conditions import run_registers
 from pycel.plan.determinize import DfaTables
 from pycel.plan.planner import Plan
 
@@ -185,12 +186,7 @@ def ordered_tables(plan: Plan, t: DfaTables, batch: EventBatch) -> OrderedInput:
     current tables)."""
     conds = plan.nfa.conditions
     atoms = plan.nfa.atoms
-    registers: dict[str, int] = {}
-    reg_exprs: list[tuple[Expr[Any], str, str]] = []
-    for cond in conds:
-        if cond.register_key not in registers:
-            registers[cond.register_key] = len(reg_exprs)
-            reg_exprs.append((cond.register, cond.register_kind, atoms[cond.source].event))
+    reg_exprs = [(e, kind, atoms[atom].event) for _, e, kind, atom in run_registers(plan.nfa)]
     thr_exprs = [(c.threshold, _threshold_kind(c.kind, c.op), atoms[c.target].event) for c in conds]
     # One call, so that a register and a threshold with the same values (a trend's
     # ``prev(t).price`` and ``t.price``) are computed once.

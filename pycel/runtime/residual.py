@@ -27,8 +27,11 @@ from pycel.data.columns import TARGET
 from pycel.data.ingest import Schema
 from pycel.errors import DataError, UnsupportedError
 from pycel.jit import residual as op
+from pycel.jit.arrays import Ints
 from pycel.jit.residual import Residual
 from pycel.language.expr import Arith, Attr, BoolOp, Compare, Const, Expr, Not
+from pycel.plan.automaton import Nfa
+from pycel.plan.conditions import key_pruning
 from pycel.plan.postfilter import PostFilters
 from pycel.runtime.postfilter import Tail
 
@@ -36,6 +39,9 @@ _CMP = {"==": op.EQ, "!=": op.NE, "<": op.LT, "<=": op.LE, ">": op.GT, ">=": op.
 _INT_OPS = {"+": op.ADD_I, "-": op.SUB_I, "*": op.MUL_I, "%": op.MOD_I}
 _FLOAT_OPS = {"+": op.ADD_F, "-": op.SUB_F, "*": op.MUL_F, "/": op.DIV_F}
 _INT64 = (-(2**63), 2**63 - 1)
+_SIDES = {"above": op.SKIP_ABOVE, "below": op.SKIP_BELOW}
+#: Path depths whose index the enumerator bounds by key (deeper: by each node's check).
+_KEY_DEPTH = 256
 
 
 class _Unsupported(Exception):
@@ -198,9 +204,11 @@ class Pruning:
     """A query's post-filters as pruning programs, and what each conjunct did so far
     (how often it was checked and failed, which orders the next push's tries)."""
 
-    def __init__(self, post: PostFilters, variables: tuple[str, ...]) -> None:
+    def __init__(self, post: PostFilters, variables: tuple[str, ...], nfa: Nfa | None = None) -> None:
         self.post = post
         self.variables = variables
+        # Per conjunct, the register whose order prunes it (pycel.plan.conditions).
+        self.keyed = [None if nfa is None else key_pruning(c, nfa) for c in post.conjuncts]
         self.stats = np.zeros((len(post.conjuncts), 2), dtype=np.int64)
         self.visits = 0
 
@@ -237,6 +245,7 @@ class Pruning:
             # rejects: pruning could hide it, so this push enumerates everything.
             return None
         self._kept = kept
+        key_var, key_side = self._keyed_sides(kept)
         n = len(tail.positions)
 
         def block(cols: dict[str, int], dtype: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -269,7 +278,20 @@ class Pruning:
             np.zeros(depth, dtype=np.bool_),
             np.zeros(1024, dtype=np.int64),
             np.zeros(64, dtype=np.int64),
+            key_var, key_side,
+            np.zeros(_KEY_DEPTH, dtype=np.int64), np.zeros(_KEY_DEPTH, dtype=np.int64),
         )  # fmt: skip
+
+    def _keyed_sides(self, kept: list[int]) -> tuple[Ints, Ints]:
+        """(key_var, key_side) of :class:`~pycel.jit.residual.Residual` for the ``kept``
+        conjuncts."""
+        key_var, key_side = [], []
+        for c in kept:
+            keyed = self.keyed[c]
+            g, where = keyed if keyed is not None else (None, "")
+            key_var.append(-1 if g is None or g.var is None else self.variables.index(g.var))
+            key_side.append(_SIDES.get(where, 0))
+        return np.array(key_var, dtype=np.int64), np.array(key_side, dtype=np.int64)
 
     def record(self, res: Residual) -> None:
         """Add a push's counts (after its loop ran) to the totals."""

@@ -197,8 +197,9 @@ class Stream:
         """The post-filters' pruning state (made at first use: also after a restore)."""
         pruning: Pruning | None = self.__dict__.get("pruning")
         if pruning is None:
-            assert self.plan.post_filters is not None
-            pruning = self.__dict__["pruning"] = Pruning(self.plan.post_filters, self.plan.variables)
+            post, plan = self.plan.post_filters, self.plan
+            assert post is not None
+            pruning = self.__dict__["pruning"] = Pruning(post, plan.variables, plan.nfa)
         return pruning
 
     def _finish(

@@ -109,7 +109,13 @@ def shared_dfa(plan: Plan) -> SharedAutomaton[Dfa]:
 
 def _heap_rows(plan: Plan) -> int:
     """Rows of the heap arena: treap nodes need two more (pycel.jit.treap)."""
-    return TREAP_ROWS if plan.nfa.conditions else 6
+    return TREAP_ROWS if ordered_runs(plan) else 6
+
+
+def ordered_runs(plan: Plan) -> bool:
+    """Whether some state keeps its runs ordered by a register (edge conditions, or a run
+    order for the residual comparisons): the ordered loop (pycel.jit.ordered) runs it."""
+    return bool(plan.nfa.conditions or plan.nfa.orderings)
 
 
 class SequentialRunner:
@@ -149,7 +155,7 @@ class SequentialRunner:
 
     def _run(self, batch: PreparedBatch, class_ids: Any, t: DfaTables) -> RawMatches:
         inputs = (self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
-        if self.plan.nfa.conditions:  # runs ordered by their registers (pycel.jit.ordered)
+        if ordered_runs(self.plan):  # runs ordered by their registers (pycel.jit.ordered)
             ordered = ordered_tables(self.plan, t, batch.batch)
             step = run_batch_ordered(*inputs, ordered, batch.residual, self.choose)
         else:

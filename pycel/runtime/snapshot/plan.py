@@ -26,7 +26,7 @@ from pycel.language.comparisons import ORDER_OPS
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
 from pycel.plan.automaton import AtomState, Nfa
-from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, check_registers
+from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, RunOrder, check_registers
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
 from pycel.plan.planner import STRATEGIES, Plan
@@ -256,6 +256,8 @@ def nfa_to_json(nfa: Nfa) -> Json:
             [c.source, c.target, expr_to_json(c.register), c.op, expr_to_json(c.threshold), c.kind, c.text]
             for c in nfa.conditions
         ],
+        # Run orders for the residual comparisons: [atom, register, kind].
+        "orderings": [[o.atom, expr_to_json(o.register), o.register_kind] for o in nfa.orderings],
     }
 
 
@@ -314,6 +316,14 @@ def nfa_from_json(x: Json) -> Nfa:
                 a, b, expr_from_json(register), op, expr_from_json(threshold), kind, as_str(text, "condition")
             )
         )
+    orderings: list[RunOrder] = []
+    for item in as_list(x.get("orderings", []), "orderings"):
+        atom, register, kind = as_list(item, "run order", 3)
+        order = RunOrder(as_int(atom, "run order atom", 0, n), expr_from_json(register), kind)
+        sources = {c.source for c in conditions} | {o.atom for o in orderings}
+        if kind not in ("int", "float") or not isinstance(order.register, Attr) or order.atom in sources:
+            raise bad("a run order")
+        orderings.append(order)
     nfa = Nfa(
         tuple(atoms),
         first,
@@ -326,6 +336,7 @@ def nfa_from_json(x: Json) -> Nfa:
         end_atoms,
         start_atoms,
         tuple(conditions),
+        tuple(orderings),
     )
     try:
         check_registers(list(nfa.conditions), nfa)
