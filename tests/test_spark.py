@@ -572,6 +572,34 @@ def test_nullable_integers_and_times_reach_the_engine_exactly(spark: SparkSessio
     assert [(list(r["ids"]["a"]), list(r["ids"]["b"])) for r in rows] == [([big + 1], [big + 3])]
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("api", ["applyInPandasWithState", "transformWithState"])
+def test_streaming_nullable_integers_reach_the_engine_exactly(
+    spark: SparkSession, tmp_path: Path, api: str
+) -> None:
+    """As in batch: a micro-batch's bigint column holding a null reached pandas as float64,
+    so ``a.v == 2**53 + 1`` matched nothing (found by a probe); with transformWithState the
+    null flags reached the processor under positional names."""
+    big, t = 2**53, pd.Timestamp("2024-01-01")
+    events = pd.DataFrame(
+        {
+            "id": np.arange(6),
+            "event_type": ["BigA", "BigB"] * 3,
+            "v": pd.array([big + 1, None, big + 1, big, None, big + 1], dtype="Int64"),
+            "stamp": pd.array([None, t.value, None, t.value + 1, None, t.value], dtype="Int64"),
+        }
+    )
+    write_parquet_parts(events, tmp_path / "in", 2)
+    source = spark.readStream.schema(spark.read.parquet(str(tmp_path / "in")).schema)
+    stream = source.option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+    a, b = pycel.alias(BigA, "a"), pycel.alias(BigB, "b")
+    pattern = pycel.seq(a.where(a.v == big + 1), b.where(b.stamp >= t.to_pydatetime())).within(events=4)
+    matches = pycel.spark.detect(stream, pattern, position_column="id", stateful_api=api)  # type: ignore[arg-type]
+    rows = write_until_done(spark, matches, tmp_path)
+    want = pycel.compile(pattern).run(events.drop(columns=["id"])).keys()
+    assert len(want) == 4 and sorted(row_key(r) for r in rows) == sorted(want)
+
+
 class Named(pycel.Event):
     match_end: pycel.Field[str]
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -32,7 +33,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pycel.engine import CompiledQuery
 from pycel.errors import DataError
 
-from ._batch import grouping, with_groups
+from ._batch import exact_integers, grouping, with_groups
 from ._plan import (
     PatternArg,
     TypesArg,
@@ -42,7 +43,7 @@ from ._plan import (
     output_schema,
     runner_spec,
 )
-from ._runner import KeyState, RunnerSpec, advance, expire, ship_as_file
+from ._runner import KeyState, RunnerSpec, advance, exact_integer_columns, expire, ship_as_file
 
 EVENT_TIME = "_pycel_event_time"
 #: Shuffle partitions beyond this many per core make the stateful step warn.
@@ -189,7 +190,6 @@ def detect_stream(
         needed=[(time, "time=")] if time is not None else [],
         ship_kernels=False,  # a large state function is broadcast, which its runner cannot load
     )
-    spec = ship_as_file(spec, df.sparkSession)  # so the kernels go as a file instead
     schema = output_schema(spec, df.schema)
     keys = grouping(query)
     events = df
@@ -223,12 +223,15 @@ def detect_stream(
     else:
         expiry = None
     events, keys, _ = with_groups(events, query, event_type_column)
+    events, flagged = exact_integers(events)  # (as in batch: exact past pandas)
+    spec = attrs.evolve(spec, null_flagged=flagged)
+    spec = ship_as_file(spec, df.sparkSession)  # so the kernels go as a file instead
     check_shuffle_partitions(df)
     check_expiry(query, expiry)
     grouped = events.groupBy(*keys)
     api = _choose_api(df, stateful_api)
     if api == "transformWithState":
-        processor = _make_processor(spec, late, expiry, times)
+        processor = _make_processor(spec, late, expiry, times, events.columns)
         return grouped.transformWithStateInPandas(
             statefulProcessor=processor,
             outputStructType=schema,
@@ -286,6 +289,7 @@ def _step(
     state = KeyState.loads(blob) if blob is not None else KeyState(spec.query.stream())
     if not len(frame):
         return frame, state, last_ms
+    frame = exact_integer_columns(spec, frame)
     rows = advance(spec, state, frame, late=late)
     newest = times.last_ms(frame)
     return rows, state, max(last_ms, newest) if newest is not None else last_ms
@@ -319,8 +323,21 @@ def _with_state_function(spec: RunnerSpec, late: str, expiry: int | None, times:
     return apply
 
 
-def _make_processor(spec: RunnerSpec, late: str, expiry: int | None, times: _KeyTimes) -> Any:
-    """A ``StatefulProcessor`` for ``transformWithStateInPandas`` (Spark 4)."""
+def _make_processor(
+    spec: RunnerSpec, late: str, expiry: int | None, times: _KeyTimes, columns: list[str]
+) -> Any:
+    """A ``StatefulProcessor`` for ``transformWithStateInPandas`` (Spark 4); ``columns``:
+    the grouped DataFrame's, in order. Spark 4.0 hands the processor the columns that a
+    ``withColumn`` made under positional names (``_4``, ``_5``, …), so they are named
+    again here (the null flags of :func:`pycel.spark._batch.exact_integers` are read by
+    name)."""
+
+    def named(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            if list(frame.columns) != columns and len(frame.columns) == len(columns):
+                frame.columns = columns
+            yield frame
+
     from pyspark.sql.streaming.stateful_processor import (
         ExpiredTimerInfo,
         StatefulProcessor,
@@ -336,7 +353,7 @@ def _make_processor(spec: RunnerSpec, late: str, expiry: int | None, times: _Key
         def handleInputRows(self, key: Any, rows: Any, timerValues: TimerValues) -> Iterator[pd.DataFrame]:
             got = self.state.get() if self.state.exists() else None
             blob, last_ms = (got[0], got[1]) if got is not None else (None, -1)
-            out, key_state, last_ms = _step(spec, late, times, blob, last_ms, rows)
+            out, key_state, last_ms = _step(spec, late, times, blob, last_ms, named(rows))
             self.state.update((key_state.dumps(), last_ms))
             if expiry is not None and last_ms >= 0:
                 for old in list(self.handle.listTimers()):
