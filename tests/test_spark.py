@@ -600,6 +600,18 @@ def test_streaming_nullable_integers_reach_the_engine_exactly(
     assert len(want) == 4 and sorted(row_key(r) for r in rows) == sorted(want)
 
 
+def test_streaming_options_on_a_batch_dataframe_warn(spark: SparkSession) -> None:
+    """watermark= on a batch DataFrame was ignored without a word (found by a probe)."""
+    frame = pd.DataFrame({"event_type": ["BigA", "BigB"], "v": [1, 2], "id": [0, 1]})
+    a, b = pycel.alias(BigA, "a"), pycel.alias(BigB, "b")
+    ignored = r"watermark=, state_timeout= applies to a streaming DataFrame only"
+    with pytest.warns(UserWarning, match=ignored):
+        rows = pycel.spark.detect(
+            spark.createDataFrame(frame), pycel.seq(a, b), order_by="id", watermark="1 minute", state_timeout=5
+        ).collect()
+    assert len(rows) == 1
+
+
 class Named(pycel.Event):
     match_end: pycel.Field[str]
 

@@ -23,6 +23,7 @@ whole to number: it takes the positions from ``position_column``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Literal
@@ -107,6 +108,7 @@ def detect(
     if df.isStreaming:
         from ._streaming import detect_stream
 
+        _ignored(order_by=order_by, ranges=ranges, kind="a batch")
         return detect_stream(
             df,
             pattern,
@@ -121,6 +123,7 @@ def detect(
             late=late,
             stateful_api=stateful_api,
         )
+    _ignored(watermark=watermark, state_timeout=state_timeout, kind="a streaming")
     return detect_batch(
         df,
         pattern,
@@ -133,3 +136,15 @@ def detect(
         types=types,
         ranges=ranges,
     )
+
+
+def _ignored(kind: str, **options: object) -> None:
+    """Warn about ``options`` given (not None) that only ``kind`` DataFrame reads."""
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        warnings.warn(
+            f"{', '.join(f'{name}=' for name in given)} applies to {kind} DataFrame only; "
+            "it is ignored here",
+            UserWarning,
+            stacklevel=3,
+        )
