@@ -606,9 +606,8 @@ def test_streaming_options_on_a_batch_dataframe_warn(spark: SparkSession) -> Non
     a, b = pycel.alias(BigA, "a"), pycel.alias(BigB, "b")
     ignored = r"watermark=, state_timeout= applies to a streaming DataFrame only"
     with pytest.warns(UserWarning, match=ignored):
-        found = pycel.spark.detect(
-            spark.createDataFrame(frame), pycel.seq(a, b), order_by="id", watermark="1 minute", state_timeout=5
-        )
+        df = spark.createDataFrame(frame)
+        found = pycel.spark.detect(df, pycel.seq(a, b), order_by="id", watermark="1 minute", state_timeout=5)
     rows = found.collect()
     assert len(rows) == 1
 
