@@ -293,6 +293,20 @@ def test_times_with_and_without_offset_do_not_depend_on_chunks(
     assert bool(expected) == a_time.startswith("2024-01-01T01")
 
 
+def test_a_date_time_beyond_the_nanosecond_range_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Year 2300 is an ISO 8601 date-time, but not one an int64 of nanoseconds holds: the
+    message said "expected an integer timestamp or an ISO 8601 date-time" (a probe)."""
+    path = tmp_path / "far.csv"
+    path.write_text("event_type,x,t\nA,x,2024-01-01T00:00:00\nB,x,2300-01-01T00:00:00\nB,x,soon\n")
+    code, out, err = run(capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl")
+    assert code != 0 and "row 2" in err and "expected a date-time from 1677-09-21" in err, err
+    path.write_text("event_type,x,t\nA,x,2024-01-01T00:00:00\nB,x,soon\n")
+    code, out, err = run(capsys, "run", "-d", TIME_DECL, "--query", TIME_QUERY, path, "-f", "jsonl")
+    assert code != 0 and "expected an integer timestamp or an ISO 8601 date-time, got 'soon'" in err, err
+
+
 def test_a_column_mixing_offsets_and_utc_is_read_per_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import decimal
 import re
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -177,9 +178,24 @@ def convert_column(text: pd.Series, dtype: str, base: int, column: str, time_uni
         stamps[dated], bad = _iso_stamps(text[dated])
         where = np.zeros(len(text), dtype=np.bool_)
         where[np.flatnonzero(dated)] = bad
+        if where.any() and _is_date_time(text.iloc[first_true(where)]):
+            _raise_bad(text, where, f"a date-time {_NANOSECOND_RANGE}", base, column)
         _raise_bad(text, where, "an integer timestamp or an ISO 8601 date-time", base, column)
     out = pd.Series(stamps.astype("datetime64[ns]"))
     return out.where(present)
+
+
+#: Times are int64 nanoseconds since the epoch.
+_NANOSECOND_RANGE = "from 1677-09-21T00:12:43.145224193 to 2262-04-11T23:47:16.854775807 UTC"
+
+
+def _is_date_time(cell: object) -> bool:
+    """Whether ``cell`` is an ISO 8601 date-time (one outside the nanosecond range too)."""
+    try:
+        datetime.fromisoformat(str(cell).strip())
+    except ValueError:
+        return False
+    return True
 
 
 def _iso_stamps(text: pd.Series) -> tuple[Any, Any]:
