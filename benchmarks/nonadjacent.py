@@ -19,29 +19,13 @@ from __future__ import annotations
 
 import argparse
 import resource
-import time
 import warnings
-from typing import Any
 
 import numpy as np
 import pandas as pd
+from postfilter import A, B, C, timed  # (the same event types and timing)
 
 import pycel
-from pycel import Event, Field
-
-
-class Tick(Event):
-    x: Field[int]
-    s: Field[str]
-
-
-class A(Tick): ...
-
-
-class B(Tick): ...
-
-
-class C(Tick): ...
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
@@ -51,19 +35,6 @@ def _frame(n: int, seed: int) -> pd.DataFrame:
     kinds = rng.choice(["A", "B", "C"], size=n, p=[0.6, 0.395, 0.005])
     x = np.where(kinds == "A", rng.integers(0, 100_000, size=n), rng.integers(0, 100, size=n))
     return pd.DataFrame({"event_type": kinds, "x": x, "s": "q"})
-
-
-def _timed(pattern: Any, frame: pd.DataFrame) -> tuple[float, pycel.Matches, int]:
-    """CPU seconds of one run on a fresh stream (compiled and warmed up first), the
-    matches, and the nodes the enumerator visited."""
-    query = pycel.compile(pattern)
-    query.stream().push(frame.iloc[:2000])  # compile or load the loop first
-    stream = query.stream()
-    began = time.process_time()
-    matches = stream.push(frame)
-    seconds = time.process_time() - began
-    pruning = stream.__dict__.get("pruning")
-    return seconds, matches, 0 if pruning is None else int(pruning.visits)
 
 
 def main() -> None:
@@ -90,7 +61,7 @@ def main() -> None:
             forms["complete matches (OR LIKE)"] = body.where(
                 (b.x > a.x) | b.s.like("zz%"), post_filter=True
             ).within(events=w)
-        results = {name: _timed(p, frame) for name, p in forms.items()}
+        results = {name: timed(p, frame) for name, p in forms.items()}
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # (before the check's sets)
         keys = [r[1].keys() for r in results.values()] if len(results) > 1 else []
         assert all(k == keys[0] for k in keys), "the forms disagree"

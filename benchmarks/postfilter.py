@@ -48,7 +48,7 @@ def _frame(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"event_type": kinds, "x": rng.integers(0, 100, size=n), "s": "q"})
 
 
-def _timed(pattern: Any, frame: pd.DataFrame) -> tuple[float, pycel.Matches, int]:
+def timed(pattern: Any, frame: pd.DataFrame) -> tuple[float, pycel.Matches, int]:
     """CPU seconds of one run on a fresh stream (compiled and warmed up first), the
     matches, and the nodes the pruning enumerator visited (0 without pruning)."""
     query = pycel.compile(pattern)
@@ -86,7 +86,7 @@ def main() -> None:
             .within(events=w)
             .consume("any"),
         }
-        results = {name: _timed(p, frame) for name, p in forms.items()}
+        results = {name: timed(p, frame) for name, p in forms.items()}
         assert results["pruned"][1].keys() == results["not pruned"][1].keys(), "the two forms disagree"
         for name, (seconds, matches, visits) in results.items():
             rate = args.events / seconds if seconds > 0 else float("inf")
