@@ -18,7 +18,15 @@ from numba import njit, objmode
 
 from .arrays import Int, Int32s, Ints, Truth
 from .inner import inner
-from .residual import NODE_FAILS, SKIP_ABOVE, SKIP_BELOW, Residual, residual_holds, residual_key_sides
+from .residual import (
+    NODE_FAILS,
+    PASSED_SHIFT,
+    SKIP_ABOVE,
+    SKIP_BELOW,
+    Residual,
+    residual_holds,
+    residual_key_sides,
+)
 from .store import (
     C_U_NEXT,
     E_CHILD,
@@ -271,7 +279,7 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
             top = 1
             if ordered and residual and res is not None:
                 _unbound_keys(res, ONE)
-        if residual and res is not None and not residual_holds(res, path, ZERO):
+        if residual and res is not None and not residual_holds(res, path, ZERO, ZERO):
             depth_done = -1  # a post-filter fails on the last event already: no match
             top = 0
         while emitted < budget:
@@ -342,7 +350,7 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                 es = e & emask
                 path[2 * d] = E[E_POS, es]
                 path[2 * d + 1] = label_masks[E[E_LABEL, es]] & proj_mask
-                if residual and res is not None and not residual_holds(res, path, d):
+                if residual and res is not None and not residual_holds(res, path, d, skip >> PASSED_SHIFT):
                     continue  # no completion of this path passes the post-filters
                 ch = E[E_CHILD, es]
                 if ch >= 0 and live(U, unext, ch):

@@ -19,7 +19,7 @@ the int64 one as 0/1.
 
 Example::
 
-    holds = residual_holds(res, path, d)   # False: prune the subtree of path node d
+    holds = residual_holds(res, path, d, 0)   # False: prune the subtree of path node d
 """
 
 from __future__ import annotations
@@ -325,11 +325,12 @@ def _bound(path: Ints, d: Int) -> Int:
 
 
 @inner
-def residual_holds(res: Residual, path: Ints, d: Int) -> bool:
+def residual_holds(res: Residual, path: Ints, d: Int, passed: Int) -> bool:
     """Whether path node ``d`` may stay: every conjunct that it completes (it binds one of
     the conjunct's variables, and the path ``0..d`` binds all of them) holds on every
     combination of bound events that includes node d. ``path[2k]``/``path[2k+1]``: the
-    position and the variable bits of node k (the enumerator's path cache)."""
+    position and the variable bits of node k (the enumerator's path cache); ``passed``:
+    conjuncts (bit c) already found to hold there (:func:`residual_key_sides`)."""
     res.visits[0] += 1
     mask = path[2 * d + 1]
     bound = _bound(path, d)
@@ -337,7 +338,7 @@ def residual_holds(res: Residual, path: Ints, d: Int) -> bool:
     for i in range(res.order.shape[0]):
         c = res.order[i]
         wanted = res.variables[c]
-        if (wanted & mask) == 0 or (wanted & ~bound) != 0:
+        if (wanted & mask) == 0 or (wanted & ~bound) != 0 or (c < PASSED_BITS and (passed >> c) & 1):
             continue
         if _fails(res, path, d, c, occ, True):
             return False
@@ -345,14 +346,17 @@ def residual_holds(res: Residual, path: Ints, d: Int) -> bool:
 
 
 #: :func:`residual_key_sides`' bits: skip the runs ordered below (above) the node's, and
-#: the node itself fails.
+#: the node itself fails; above them (``>> PASSED_SHIFT``) the conjuncts that hold there.
 SKIP_BELOW, SKIP_ABOVE, NODE_FAILS = 1, 2, 4
+PASSED_SHIFT, PASSED_BITS = 3, 60
 
 
 @inner
 def residual_key_sides(res: Residual, path: Ints, d: Int) -> Int:
     """Which parts of an ordered run index node to skip (:data:`SKIP_BELOW`,
-    :data:`SKIP_ABOVE`, :data:`NODE_FAILS` bits), path node ``d`` being its content.
+    :data:`SKIP_ABOVE`, :data:`NODE_FAILS` bits), path node ``d`` being its content, and
+    (shifted by :data:`PASSED_SHIFT`) the conjuncts it checked that hold there, which
+    :func:`residual_holds` then does not check again.
 
     A key-pruned conjunct ``f(…) OP g(a)`` that node d completes by binding a (and no other
     variable of it) fails on a combination: then it fails on the same combination for
@@ -371,12 +375,13 @@ def residual_key_sides(res: Residual, path: Ints, d: Int) -> Int:
         wanted = res.variables[c]
         if (wanted & ~bound) != 0 or (mask & wanted) != (1 << v):
             continue
-        # Counted once, as the failure that ends the node (a node that passes is counted
-        # by residual_holds, which checks it again with the others).
+        # Counted once per node, as residual_holds counts its checks.
+        res.stats[c, S_CHECKED] += 1
         if _fails(res, path, d, c, occ, False):
-            res.stats[c, S_CHECKED] += 1
             res.stats[c, S_FAILED] += 1
             sides |= res.key_side[c] | NODE_FAILS
+        elif c < PASSED_BITS:
+            sides |= 1 << (c + PASSED_SHIFT)
     return sides
 
 
