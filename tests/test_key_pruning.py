@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import assert_limited, restored_at, without_limit
 
 import pycel
 from pycel import Event, Field, Pattern
+from pycel.ceql import parse_query, to_declaration
+from pycel.cli import main as cli_main
 from pycel.plan.conditions import RunOrder, key_pruning
 
 
@@ -79,6 +83,24 @@ def test_a_non_adjacent_comparison_orders_the_earlier_runs() -> None:
     # LAST with a window chooses among the runs in their own order: no run order there.
     last = seq(a, c, b).where(b.x > a.x).within(events=5).strategy("last")
     assert pycel.compile(last).plan.nfa.orderings == ()
+
+
+def test_explain_says_which_comparisons_the_order_prunes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "SELECT * WHERE A AS a ; C AS c ; B AS b FILTER b[x > a.x] AND b[f != a.f] WITHIN 8 EVENTS"
+    decl, query = tmp_path / "ticks.ceql", tmp_path / "q.ceql"
+    decl.write_text(to_declaration(TYPES))
+    query.write_text(text)
+    events: list[Tick] = [
+        cls(x=x, f=float(x), time=k) for k, (x, cls) in enumerate(zip([1, 5, 2, 7], [A, C, B, B], strict=True))
+    ]
+    assert _agree(parse_query(text, TYPES), events) == 2
+    assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
+    out = capsys.readouterr().out
+    assert "post-filter b.x > a.x (residual: checked while enumerating; the runs waiting after a" in out
+    assert "are ordered by a.x: where it fails on one, those above it are skipped)" in out
+    assert "post-filter b.f != a.f (residual: checked while enumerating; as soon as its variables" in out
 
 
 def test_an_edge_conditions_register_prunes_a_residual_comparison() -> None:
