@@ -92,9 +92,8 @@ def test_explain_says_which_comparisons_the_order_prunes(
     decl, query = tmp_path / "ticks.ceql", tmp_path / "q.ceql"
     decl.write_text(to_declaration(TYPES))
     query.write_text(text)
-    events: list[Tick] = [
-        cls(x=x, f=float(x), time=k) for k, (x, cls) in enumerate(zip([1, 5, 2, 7], [A, C, B, B], strict=True))
-    ]
+    xs, kinds = [1, 5, 2, 7], [A, C, B, B]
+    events: list[Tick] = [cls(x=xs[k], f=float(xs[k]), time=k) for k, cls in enumerate(kinds)]
     assert _agree(parse_query(text, TYPES), events) == 2
     assert cli_main(["explain", str(query), "-d", str(decl)]) == 0
     out = capsys.readouterr().out
