@@ -162,6 +162,18 @@ def test_nan_null_and_signed_zero_registers() -> None:
         _agree(seq(a, c, b).where(cmp).within(events=9), events)
 
 
+def test_registers_at_the_ends_of_the_int64_range() -> None:
+    """The enumerator's "no bound yet" is the largest (smallest) key: a run whose a.x is
+    -2**63 or 2**63 - 1 was skipped as if beyond a bound (found by a probe)."""
+    ends = [-(2**63), 2**63 - 1, 0]
+    events: list[Tick] = []
+    for k, x in enumerate(ends * 2):
+        later = ends[k % 3 - 1]
+        events += [A(x=x, f=0.0, time=3 * k), C(x=0, time=3 * k + 1), B(x=later, f=0.5, time=3 * k + 2)]
+    for cmp in (b.x > a.x, b.x < a.x, b.x >= a.x, b.x <= a.x, b.f > a.x, b.f < a.x):
+        assert _agree(seq(a, c, b).where(cmp), events) > 0, cmp
+
+
 def test_repeated_and_mixed_kinds() -> None:
     """a repeated (each a of the plus checked), an int register against a float side, and
     arithmetic on the other side; with a partition and a time window."""

@@ -305,9 +305,12 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                         # longer there to check).
                         key = U[U_KEY, hs]
                         bounded = d < res.key_above.shape[0]
-                        if bounded and key >= res.key_above[d]:
+                        # (_KEY_MAX and _KEY_MIN are also "no bound": a key may be either)
+                        above = res.key_above[d] if bounded else _KEY_MAX
+                        below = res.key_below[d] if bounded else _KEY_MIN
+                        if above != _KEY_MAX and key >= above:
                             skip = SKIP_ABOVE | NODE_FAILS
-                        elif bounded and key <= res.key_below[d]:
+                        elif below != _KEY_MIN and key <= below:
                             skip = SKIP_BELOW | NODE_FAILS
                         elif U[U_CMS, hs] >= lo:
                             if 2 * d + 2 > path.shape[0]:
