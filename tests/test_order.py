@@ -214,6 +214,32 @@ def test_strategies_with_a_window_choose_among_ordered_runs() -> None:
         assert _check(v_shape.strategy(strategy), events) > 0
 
 
+def test_a_windowed_strategy_with_a_post_filter_over_a_long_push() -> None:
+    """LAST with a window, a comparison on the automaton and a post-filter: the runner
+    enumerates a push 4,096 events at a time, and from the second slice on the ordered
+    loop read the registers of the push's first events (found by a probe). One push of
+    5,000 events equals pushes of 1,000 (one slice each), and its last matches the
+    reference's on the events their window reaches."""
+    rng = random.Random(39)
+    events = [
+        rng.choice(TYPES)(x=rng.randrange(4), f=rng.choice([0.5, 1.5, 2.5]), time=k) for k in range(5000)
+    ]
+    a, b, c = pycel.alias(Px0, "a"), pycel.alias(Px0, "b"), pycel.alias(Px1, "c")
+    body = pycel.seq(a, c, b).where(c.x > a.x).where(a.f <= c.x * 2 - 1, post_filter=True)
+    query = pycel.compile(body.within(events=12).strategy("last"))
+    assert query.nfa.conditions and query.post_filters is not None
+    one = query.run(events).keys()
+    stream = query.stream()
+    parts = set().union(*(stream.push(events[k : k + 1000]).keys() for k in range(0, 5000, 1000)))
+    assert one == parts
+    base = 4900  # the reference on the tail: matches ending from 4,920 on
+    tail = evaluate(body.within(events=12).strategy("last"), events[base:]).keys()
+    shifted = {
+        (s + base, e + base, tuple((v, tuple(p + base for p in ps)) for v, ps in m)) for s, e, m in tail
+    }
+    assert {k for k in one if k[1] >= base + 20} == {k for k in shifted if k[1] >= base + 20} != set()
+
+
 def test_last_with_a_window_chooses_without_enumerating_every_trend() -> None:
     """A rising run of n events has 2**n - 1 rising subsequences; LAST keeps, per end, the
     one with every event since the window's start. The loop chooses it by descent instead

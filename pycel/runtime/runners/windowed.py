@@ -148,12 +148,21 @@ _SLICE = 1 << 12
 
 
 def _slice(batch: PreparedBatch, lo: int, hi: int) -> PreparedBatch:
-    """Events ``lo:hi`` of a batch as a batch of their own (for the sequential loop,
-    which does not read the events themselves)."""
+    """Events ``lo:hi`` of a batch as a batch of their own (for the sequential loop; the
+    ordered loop reads the events' values, row j for the slice's event j)."""
     if lo == 0 and hi >= len(batch.bits):
         return batch
+    events = batch.batch
     return attrs.evolve(
         batch,
+        batch=attrs.evolve(
+            events,
+            offset=events.offset + lo,
+            type_ids=events.type_ids[lo:hi],
+            columns={name: values[lo:hi] for name, values in events.columns.items()},
+            valid={name: ok[lo:hi] for name, ok in events.valid.items()},
+            deferred={},  # (attributes the query does not read)
+        ),
         offset=batch.offset + lo,
         bits=batch.bits[lo:hi],
         keys=batch.keys[lo:hi],
