@@ -276,8 +276,9 @@ def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Pla
                 "not supported by the engine yet; write them with where(..., post_filter=True)"
             )
         nfa = attrs.evolve(nfa, conditions=conditions)
-    if post_filters is not None and family == "sequential" and not nfa.contiguous:
-        # Residual comparisons the enumerator decides by the order of a's runs.
+    if post_filters is not None and family in ("sequential", "windowed") and not nfa.contiguous:
+        # Residual comparisons the enumerator decides by the order of a's runs (a windowed
+        # strategy with post-filters enumerates, then chooses among the outputs that pass).
         nfa = attrs.evolve(nfa, orderings=run_orders(post_filters.conjuncts, nfa))
     return _plan(spec, family, nfa, schema, join_keys, None, post_filters, text)
 
