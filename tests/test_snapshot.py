@@ -36,6 +36,7 @@ from test_postfilter import post_filtered_cases
 import pycel
 from pycel.dsl import Consume, Limit, PartitionBy, Pattern, Select, Strategy_, Within
 from pycel.language.expr import expr_key
+from pycel.runtime.snapshot.plan import expr_to_json
 from pycel.runtime.snapshot.state import FORMAT, MAGIC, pack, unpack
 
 TYPES = event_types(4)
@@ -290,10 +291,15 @@ def _negative_window(state: dict[str, Any], arrays: list[Any]) -> None:
     state["plan"]["window_size"] = -1
 
 
+def _foreign_run_order(state: dict[str, Any], arrays: list[Any]) -> None:
+    """A run order by an attribute of another occurrence than its atom's (``b.x`` on a)."""
+    state["plan"]["nfa"]["orderings"] = [[0, expr_to_json(pycel.alias(TYPES[1], "b").x), "int"]]
+
+
 @pytest.mark.parametrize(
     "edit",
     [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
-     _missing_edges, _huge_offset, _huge_window, _nan_window, _negative_window],
+     _missing_edges, _huge_offset, _huge_window, _nan_window, _negative_window, _foreign_run_order],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
     # NEXT without a window keeps an order list (the ranked runner).

@@ -320,9 +320,16 @@ def nfa_from_json(x: Json) -> Nfa:
     for item in as_list(x.get("orderings", []), "orderings"):
         atom, register, kind = as_list(item, "run order", 3)
         order = RunOrder(as_int(atom, "run order atom", 0, n), expr_from_json(register), kind)
+        g = order.register
         sources = {c.source for c in conditions} | {o.atom for o in orderings}
-        if kind not in ("int", "float") or not isinstance(order.register, Attr) or order.atom in sources:
-            raise bad("a run order")
+        if (
+            not isinstance(g, Attr)
+            or g.prev
+            or g.var not in atoms[order.atom].labels
+            or kind != {"int": "int", "bool": "int", "time": "int", "float": "float"}.get(g.dtype)
+            or order.atom in sources
+        ):
+            raise bad("a run order (the register of its atom's own occurrence, once per atom)")
         orderings.append(order)
     nfa = Nfa(
         tuple(atoms),
