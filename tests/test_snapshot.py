@@ -296,6 +296,12 @@ def _foreign_run_order(state: dict[str, Any], arrays: list[Any]) -> None:
     state["plan"]["nfa"]["orderings"] = [[0, expr_to_json(pycel.alias(TYPES[1], "b").x), "int"]]
 
 
+def test_a_forged_run_order_is_named() -> None:
+    _, _, saved = _small()
+    with pytest.raises(pycel.DataError, match="a run order"):
+        pycel.Stream.restore(_edit(saved, _foreign_run_order))
+
+
 @pytest.mark.parametrize(
     "edit",
     [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
