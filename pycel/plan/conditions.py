@@ -36,6 +36,12 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!=", "==": "=="}
 #: an event splits them into at most 2k+1 ranges, each with its own transitions (2**k).
 MAX_CONDITIONS_PER_TYPE = 4
 _KINDS = {"int": "int", "bool": "int", "time": "int", "float": "float"}
+
+
+def register_kind(dtype: str) -> str | None:
+    """How a value of ``dtype`` is kept as a register: "int" (ints, bools, times),
+    "float", or None (strings: no order the engine indexes)."""
+    return _KINDS.get(dtype)
 #: The values an edge condition compares: registers and thresholds of one kind, or an int
 #: register with float thresholds ("int/float"), or the reverse; the runtime turns the
 #: threshold into a key of the register's kind that compares exactly (docs/architecture.md).

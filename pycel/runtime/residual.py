@@ -12,7 +12,7 @@ idea of trying the cheapest way to fail first).
 
 Example::
 
-    pruning = Pruning(plan.post_filters, plan.variables)
+    pruning = Pruning(plan.post_filters, plan.variables, plan.nfa)
     res = pruning.program(tail, schema, base)   # None: nothing to prune with
 """
 
@@ -204,11 +204,11 @@ class Pruning:
     """A query's post-filters as pruning programs, and what each conjunct did so far
     (how often it was checked and failed, which orders the next push's tries)."""
 
-    def __init__(self, post: PostFilters, variables: tuple[str, ...], nfa: Nfa | None = None) -> None:
+    def __init__(self, post: PostFilters, variables: tuple[str, ...], nfa: Nfa) -> None:
         self.post = post
         self.variables = variables
         # Per conjunct, the register whose order prunes it (pycel.plan.conditions).
-        self.keyed = [None if nfa is None else key_pruning(c, nfa) for c in post.conjuncts]
+        self.keyed = [key_pruning(c, nfa) for c in post.conjuncts]
         self.stats = np.zeros((len(post.conjuncts), 2), dtype=np.int64)
         self.visits = 0
 

@@ -26,7 +26,7 @@ from pycel.language.comparisons import ORDER_OPS
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
 from pycel.plan.automaton import AtomState, Nfa
-from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, RunOrder, check_registers
+from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, RunOrder, check_registers, register_kind
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
 from pycel.plan.planner import STRATEGIES, Plan
@@ -326,7 +326,7 @@ def nfa_from_json(x: Json) -> Nfa:
             not isinstance(g, Attr)
             or g.prev
             or g.var not in atoms[order.atom].labels
-            or kind != {"int": "int", "bool": "int", "time": "int", "float": "float"}.get(g.dtype)
+            or kind != register_kind(g.dtype)
             or order.atom in sources
         ):
             raise bad("a run order (the register of its atom's own occurrence, once per atom)")
