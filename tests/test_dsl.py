@@ -208,6 +208,14 @@ def test_expression_nodes() -> None:
         (Buy.where(Buy.volume.not_in([1])), "(Buy FILTER Buy.volume NOT IN {1})"),
         (Buy.where(Buy.name.like("IN%")), "(Buy FILTER Buy.name LIKE 'IN%')"),
         (Buy.where(Buy.price * 2 != Buy.volume), "(Buy FILTER (Buy.price * 2) != Buy.volume)"),
+        (
+            Buy.where(1 - Buy.price / 2 > 10 % Buy.volume),
+            "(Buy FILTER (1 - (Buy.price / 2)) > (10 % Buy.volume))",
+        ),
+        (
+            Buy.where(2 * Buy.price + 0.5 < 3 / Buy.price),
+            "(Buy FILTER ((2 * Buy.price) + 0.5) < (3 / Buy.price))",
+        ),
         (not_(Buy), "NOT(Buy) AS not_Buy"),
         (seq(Buy, Sell).within(events=5), "(Buy ; Sell) WITHIN 5 EVENTS"),
         (seq(Buy, Sell).within(seconds=10, on=Stock.time), "(Buy ; Sell) WITHIN 10 seconds [time]"),
@@ -304,6 +312,7 @@ def test_clauses_only_at_the_top() -> None:
         (lambda: Stock.price == [1], "unsupported constant"),
         (lambda: Stock.name.isin("AB"), "isin() takes a collection of values, not the string 'AB'"),
         (lambda: Stock.name + 1, "arithmetic '+' needs numbers, but Stock.name is str"),
+        (lambda: 1 - Stock.name, "arithmetic '-' needs numbers, but Stock.name is str"),
         (lambda: Stock.price.like("1%"), "like() needs a str expression, but Stock.price is float"),
         (lambda: Stock.name.matches(3), "matches() needs a str pattern"),
         # a pattern where a value is expected, a predicate where a pattern is expected

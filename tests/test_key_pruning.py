@@ -77,8 +77,8 @@ def test_a_non_adjacent_comparison_orders_the_earlier_runs() -> None:
     flipped = pycel.compile(seq(a, c, b).where(b.f <= a.f)).plan.nfa
     assert repr(key_pruning(flipped.orderings[0].register < b.f, flipped)) == "(a.f, 'above')"
     assert repr(key_pruning(b.f < a.f, flipped)) == "(a.f, 'below')"
-    # Arithmetic on a's side, or a later side only: no order prunes (still residual).
-    for pattern in (seq(a, c, b).where(b.x > a.x + 1), seq(a, c, b).where(a.x > a.f)):
+    # A modulo on a's side, or a later side only: no order prunes (still residual).
+    for pattern in (seq(a, c, b).where(b.x > a.x % 3), seq(a, c, b).where(a.x > a.f)):
         assert pycel.compile(pattern).plan.nfa.orderings == ()
     # LAST with a window enumerates the outputs that pass the residual check, then chooses.
     last = seq(a, c, b).where(b.x > a.x).within(events=5).strategy("last")
@@ -117,6 +117,39 @@ def test_an_edge_conditions_register_prunes_a_residual_comparison() -> None:
     assert _agree(pattern, events) > 0
 
 
+def test_constants_on_the_earlier_side_keep_the_order() -> None:
+    """a's side may move a.x by finite constants: the runs stay ordered by a.x, and the side
+    to skip turns with the sign (``1 - a.x`` falls as a.x grows). ``%``, ``* 0``, ``2 / a.x``
+    and infinite constants are not monotone (or not strictly): checked node by node. Every
+    form agrees with the reference."""
+    inf = math.inf
+    skipped: list[tuple[Any, str | None]] = [
+        (b.x > a.x + 1, "above"),
+        (b.x > 1 - a.x, "below"),
+        (b.x > -a.x, "below"),
+        (b.f <= a.x * -2, "above"),
+        (b.f < (a.x + 1) * 0.5, "below"),
+        (b.f >= a.x / 4 - 1, "above"),
+        (a.f / -4 > b.x, "above"),
+        (b.x > a.x % 5, None),
+        (b.x > a.x * 0, None),
+        (b.f > 2 / a.x, None),
+        (b.f > a.f * inf, None),
+        (b.f > a.f + math.nan, None),
+    ]
+    xs = [3, 5, -7, 1, 2, 6, -8, 4, 1, 3, 9, 0, -2, 5, 7]
+    events: list[Tick] = [
+        cls(x=x, f=x / 2, time=k) for k, (x, cls) in enumerate(zip(xs, [A, A, C, B, B] * 3, strict=False))
+    ]
+    for cmp, side in skipped:
+        pattern = seq(a, c, b).where(cmp)
+        query = pycel.compile(pattern)
+        assert query.post_filters is not None
+        pruned = key_pruning(query.post_filters.conjuncts[0], query.plan.nfa)
+        assert (pruned[1] if pruned else None) == side, cmp
+        _agree(pattern, events)
+
+
 def _counted(pattern: Pattern, events: list[Tick]) -> tuple[int, int]:
     """(matches, nodes the enumerator visited)."""
     stream = pycel.compile(pattern).stream()
@@ -127,8 +160,8 @@ def _counted(pattern: Pattern, events: list[Tick]) -> tuple[int, int]:
 def test_key_pruning_skips_the_runs_beyond_a_failing_one() -> None:
     """Many a's wait, few are below the b that ends a match: the walk visits the a's below
     it and one path of the index, not every a. Counted against the same comparison with
-    ``+ 0`` on a's side (residual too, but no order prunes it), matches equal; both equal
-    the reference on a prefix."""
+    ``% 1,000,000`` on a's side (residual too, the same values, but not monotone: no order
+    prunes it), matches equal; both equal the reference on a prefix."""
     events: list[Tick] = []
     for k in range(3000):
         if k % 50 == 25:
@@ -138,7 +171,7 @@ def test_key_pruning_skips_the_runs_beyond_a_failing_one() -> None:
         else:
             events.append(A(x=(k * 7919) % 1000, time=k))
     keyed = seq(a, c, b).where(b.x > a.x).within(events=400)
-    plain = seq(a, c, b).where(b.x > a.x + 0).within(events=400)
+    plain = seq(a, c, b).where(b.x > a.x % 1_000_000).within(events=400)
     assert _agree(keyed, events[:160]) == _agree(plain, events[:160]) > 0
     (n, visits), (n_plain, visits_plain) = _counted(keyed, events), _counted(plain, events)
     print(n, visits, visits_plain)
@@ -213,6 +246,13 @@ def _cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
         if draw(st.booleans()):
             other = other + draw(st.integers(-1, 1)) if draw(st.booleans()) else other * 2
         earlier = getattr(a, attr)
+        moved = draw(st.integers(0, 6))  # a's side moved by constants (monotone either way)
+        if moved == 1:
+            earlier = earlier + draw(st.integers(-1, 1)) if draw(st.booleans()) else 1 - earlier
+        elif moved == 2:
+            earlier = earlier * draw(st.sampled_from([2, -2, 0.5])) if draw(st.booleans()) else -earlier
+        elif moved == 3:
+            earlier = earlier / draw(st.sampled_from([2, -4]))
         op = draw(st.sampled_from(["<", "<=", ">", ">=", "!="]))
         pair = (other, earlier) if draw(st.booleans()) else (earlier, other)
         parts.append({"<": pair[0] < pair[1], "<=": pair[0] <= pair[1], ">": pair[0] > pair[1],

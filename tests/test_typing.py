@@ -94,6 +94,7 @@ REJECTED: dict[str, tuple[str, str]] = {
     "& on a non-boolean expression": ("p = Stock.price & (Stock.volume > 1)", "Invalid self argument"),
     "~ on a non-boolean expression": ("p = ~Stock.volume", "Invalid self argument"),
     "arithmetic on strings": ("p = Stock.name + 1", "Unsupported operand types for +"),
+    "a constant minus a string": ("p = 1 - Stock.name", "Unsupported operand types for -"),
     "like on a number": ('p = Stock.price.like("1%")', "Invalid self argument"),
     "count window given a float": (
         "p = seq(Buy, Sell).within(events=2.5)",

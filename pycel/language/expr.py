@@ -172,6 +172,22 @@ class Expr(Generic[T_co]):
     def __neg__(self: Expr[float]) -> Expr[float]:
         return Arith.build("-", Const(0), self)
 
+    # A constant on the left (``1 - b.price``, ``2 * b.volume``): Python asks the right side.
+    def __radd__(self: Expr[float], other: float) -> Expr[float]:
+        return Arith.build("+", other, self)
+
+    def __rsub__(self: Expr[float], other: float) -> Expr[float]:
+        return Arith.build("-", other, self)
+
+    def __rmul__(self: Expr[float], other: float) -> Expr[float]:
+        return Arith.build("*", other, self)
+
+    def __rtruediv__(self: Expr[float], other: float) -> Expr[float]:
+        return Arith.build("/", other, self)
+
+    def __rmod__(self: Expr[float], other: float) -> Expr[float]:
+        return Arith.build("%", other, self)
+
     # -- boolean connectives -------------------------------------------------------------
     def __and__(self: Expr[bool], other: Expr[bool]) -> Expr[bool]:
         return BoolOp.build("and", self, other)

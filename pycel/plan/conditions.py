@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -27,7 +28,7 @@ from pycel.dsl import Absent, As, Atom, Filter, NotAtom, Pattern, Plus, Seq
 from pycel.errors import UnsupportedError
 from pycel.language.absence import seq_chain
 from pycel.language.comparisons import is_order_comparison, occurrence_read
-from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key, reads_prev
+from pycel.language.expr import Arith, Attr, Compare, Const, Expr, conjuncts, expr_key, reads_prev
 
 from .automaton import Nfa
 
@@ -351,17 +352,53 @@ class RunOrder:
         return _unbound(self.register)
 
 
+def _monotone(e: Expr[Any]) -> tuple[Attr[Any], bool] | None:
+    """(the attribute x, whether ``e`` grows with it) when ``e`` is x itself or x moved by
+    finite number constants (``x + 1``, ``2 - x``, ``-x``, ``x * 1.5``, ``x / -4``): then
+    ``e`` is monotone in x (weakly, after rounding); else None. An int result that could
+    overflow is no exception: such a push is not pruned at all (runtime/residual.py)."""
+    if isinstance(e, Attr):
+        return e, True
+    if not isinstance(e, Arith) or e.op not in ("+", "-", "*", "/"):
+        return None
+    for inner, const, on_left in ((e.left, e.right, True), (e.right, e.left, False)):
+        if not isinstance(const, Const) or isinstance(const.value, bool):
+            continue
+        c = const.value
+        if not isinstance(c, (int, float)) or not math.isfinite(c):
+            return None
+        found = _monotone(inner)
+        if found is None:
+            return None
+        x, grows = found
+        if e.op == "+":
+            return x, grows
+        if e.op == "-":
+            return x, grows if on_left else not grows
+        if c == 0 or (e.op == "/" and not on_left):
+            return None
+        return x, grows if c > 0 else not grows
+    return None
+
+
 def _order_pruned(part: Expr[bool], nfa: Nfa) -> tuple[int, Attr[Any], str] | None:
-    """(atom α, register g(a), the side to skip: "above" or "below") when ``part`` is ``f(…) OP g(a)`` with OP
-    an order, g a plain number attribute of the occurrence a of atom α, f not reading any
-    variable α binds, and α earlier than f's atoms in every match (its node is the one the
-    enumerator binds last: there the comparison is decided); else None."""
+    """(atom α, register x(a), the side to skip: "above" or "below") when ``part`` is
+    ``f(…) OP g(a)`` with OP an order, g a plain number attribute x of the occurrence a of
+    atom α or x moved by constants (:func:`_monotone`), f not reading any variable α binds,
+    and α earlier than f's atoms in every match (its node is the one the enumerator binds
+    last: there the comparison is decided); else None."""
     if not isinstance(part, Compare) or part.op not in ("<", "<=", ">", ">="):
         return None
-    for g, f, op in ((part.left, part.right, part.op), (part.right, part.left, _FLIP[part.op])):
-        read = occurrence_read(g)
-        if not isinstance(g, Attr) or read is None or read[1] or _KINDS.get(g.dtype) is None:
+    for g_side, f, op in ((part.left, part.right, part.op), (part.right, part.left, _FLIP[part.op])):
+        monotone = _monotone(g_side)
+        if monotone is None:
             continue
+        g, grows = monotone
+        read = occurrence_read(g)
+        if read is None or read[1] or _KINDS.get(g.dtype) is None or _KINDS.get(g_side.dtype) is None:
+            continue
+        if not grows:
+            op = _FLIP[op]
         if _KINDS.get(f.dtype) is None or not f.variables():
             continue
         atoms = [a for a in nfa.atoms if g.var in a.labels and not a.negated]
@@ -371,7 +408,7 @@ def _order_pruned(part: Expr[bool], nfa: Nfa) -> tuple[int, Attr[Any], str] | No
         others = [a.index for a in nfa.atoms if a.labels & f.variables() and not a.negated]
         if not others or any(not _reaches(nfa, alpha, b) or _reaches(nfa, b, alpha) for b in others):
             continue
-        # g(a) < f fails at g(a) = v: it fails at every value above v too.
+        # x(a) < f fails at x(a) = v: it fails at every value above v too (below, if g falls).
         return alpha, g, "above" if op in ("<", "<=") else "below"
     return None
 

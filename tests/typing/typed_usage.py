@@ -50,6 +50,7 @@ def patterns() -> dict[str, Pattern]:
     named: pycel.Expr[bool] = b.name.isin(["INTC", "MSFT"]) | b.name.like("A%")
     ranged: pycel.Expr[bool] = b.volume.between(100, 10_000) & ~b.halted
     arithmetic: pycel.Expr[bool] = b.price * b.volume > 1e3
+    constant_first: pycel.Expr[bool] = 2 * b.price - 1 > 100 - b.volume / 4
     dated: pycel.Expr[bool] = s.at >= datetime(2024, 1, 1)
     joined: pycel.Expr[bool] = (s.name == b.name) & (s.volume == b.volume)
     previous_price: pycel.Expr[float] = pycel.prev(b).price  # b in the previous iteration
@@ -68,7 +69,7 @@ def patterns() -> dict[str, Pattern]:
         "trend": seq(s, plus(b.where(rising)), Halt),
         "contiguous": seq(s, b, contiguous=True) >> plus(b2, contiguous=True),
         "negation": seq(s, not_(Buy.where(Buy.price > 100), "nb"), b2),
-        "filters": b.where(ranged & arithmetic & b.name.matches("[A-Z]+")),
+        "filters": b.where(ranged & arithmetic & constant_first & b.name.matches("[A-Z]+")),
         "class attributes": seq(Stock, Halt).where((Stock.price > 1) & (Halt.name == Stock.name)),
         "base attribute on an atom": Buy.where(Stock.price > 1),
         "dates": s.where(dated).within(timedelta(minutes=5), on=Stock.at),
