@@ -95,6 +95,18 @@ REJECTED: dict[str, tuple[str, str]] = {
     "~ on a non-boolean expression": ("p = ~Stock.volume", "Invalid self argument"),
     "arithmetic on strings": ("p = Stock.name + 1", "Unsupported operand types for +"),
     "a constant minus a string": ("p = 1 - Stock.name", "Unsupported operand types for -"),
+    "isin with values of another type": (
+        "p = Stock.name.isin([1, 2])",
+        'List item 0 has incompatible type "int"; expected "str"',
+    ),
+    "not_in with values of another type": (
+        'p = Stock.price.not_in(["a"])',
+        'List item 0 has incompatible type "str"; expected "float"',
+    ),
+    "between with bounds of another type": (
+        'p = Stock.price.between("a", "z")',
+        'Argument 1 to "between" of "Expr" has incompatible type "str"',
+    ),
     "like on a number": ('p = Stock.price.like("1%")', "Invalid self argument"),
     "count window given a float": (
         "p = seq(Buy, Sell).within(events=2.5)",

@@ -206,27 +206,43 @@ class Expr(Generic[T_co]):
         )
 
     # -- sets, ranges, text --------------------------------------------------------------
+    # (overloads per value type, as the comparisons': mypy then refuses ``name.isin([1])``)
+    @overload
+    def isin(self: Expr[str], values: Iterable[str]) -> Expr[bool]: ...
+    @overload
+    def isin(self: Expr[float], values: Iterable[float]) -> Expr[bool]: ...
+    @overload
+    def isin(self: Expr[datetime], values: Iterable[datetime]) -> Expr[bool]: ...
     def isin(self, values: Iterable[Any]) -> Expr[bool]:
-        """True when the value is one of ``values`` (CEQL ``IN {…}``)."""
-        if isinstance(values, (str, bytes)):  # (iterating would test its characters)
-            raise PatternError(
-                f"isin() takes a collection of values, not the string {values!r}: write "
-                f"isin([{values!r}]) or == {values!r}"
-            )
-        vals = tuple(plain_value(v) for v in values)
-        for v in vals:
-            if not comparable(self.dtype, dtype_of_value(v)):
-                raise PatternError(f"{self!r} ({self.dtype}) cannot be compared with {v!r}")
-        return IsIn(self, vals, False)
+        """True when the value is one of ``values`` (CEQL ``IN {…}``).
 
+        Example: ``Buy.name.isin(["INTC", "MSFT"])``."""
+        return _membership(self, values, negated=False)
+
+    @overload
+    def not_in(self: Expr[str], values: Iterable[str]) -> Expr[bool]: ...
+    @overload
+    def not_in(self: Expr[float], values: Iterable[float]) -> Expr[bool]: ...
+    @overload
+    def not_in(self: Expr[datetime], values: Iterable[datetime]) -> Expr[bool]: ...
     def not_in(self, values: Iterable[Any]) -> Expr[bool]:
-        """True when the value is none of ``values`` (CEQL ``NOT IN {…}``)."""
-        inner = self.isin(values)
-        assert isinstance(inner, IsIn)
-        return IsIn(self, inner.values, True)
+        """True when the value is none of ``values`` (CEQL ``NOT IN {…}``).
 
+        Example: ``Buy.volume.not_in([0, 1])``."""
+        return _membership(self, values, negated=True)
+
+    @overload
+    def between(self: Expr[str], low: str | Expr[str], high: str | Expr[str]) -> Expr[bool]: ...
+    @overload
+    def between(self: Expr[float], low: float | Expr[float], high: float | Expr[float]) -> Expr[bool]: ...
+    @overload
+    def between(
+        self: Expr[datetime], low: datetime | Expr[datetime], high: datetime | Expr[datetime]
+    ) -> Expr[bool]: ...
     def between(self, low: Any, high: Any) -> Expr[bool]:
-        """``low <= value <= high`` (an inclusive range)."""
+        """``low <= value <= high`` (an inclusive range).
+
+        Example: ``Buy.price.between(10, 20.5)``."""
         return BoolOp.build("and", Compare.build(">=", self, low), Compare.build("<=", self, high))
 
     def like(self: Expr[str], pattern: str) -> Expr[bool]:
@@ -306,6 +322,22 @@ class Attr(Expr[T_co]):
         if self.prev:
             return f"prev({self.var or self.owner}).{self.name}"
         return f"{self.var or self.owner}.{self.name}"
+
+
+def _membership(expr: Expr[Any], values: Iterable[Any], negated: bool) -> Expr[bool]:
+    """``expr IN {values}`` (``NOT IN`` when ``negated``), the values checked against
+    ``expr``'s type."""
+    if isinstance(values, (str, bytes)):  # (iterating would test its characters)
+        name = "not_in" if negated else "isin"
+        raise PatternError(
+            f"{name}() takes a collection of values, not the string {values!r}: write "
+            f"{name}([{values!r}]) or {'!=' if negated else '=='} {values!r}"
+        )
+    vals = tuple(plain_value(v) for v in values)
+    for v in vals:
+        if not comparable(expr.dtype, dtype_of_value(v)):
+            raise PatternError(f"{expr!r} ({expr.dtype}) cannot be compared with {v!r}")
+    return IsIn(expr, vals, negated)
 
 
 @attrs.frozen(eq=False, repr=False)
