@@ -816,7 +816,8 @@ def test_each_range_runs_as_a_task_of_its_own(spark: SparkSession, ticks_df: Any
     from pyspark import TaskContext
 
     from pycel.spark._batch import GROUP, range_groups
-    from pycel.spark._ranges import RANGE, spark_long_hash
+    from pycel.spark._ranges import RANGE
+    from pycel.spark._tasks import spark_long_hash
 
     values = [0, 1, 7, -1, -(2**40) - 3, 2**62 + 5]
     hashed = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v")).collect()

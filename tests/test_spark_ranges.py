@@ -36,15 +36,14 @@ from pycel.spark._ranges import (  # noqa: E402
     RangePlan,
     ahead_thresholds,
     auto_range_count,
-    partition_slots,
     plan_ranges,
     range_refusal,
-    spark_long_hash,
     time_thresholds,
     window_span,
     with_time_halos,
 )
 from pycel.spark._runner import RunnerSpec, run_group  # noqa: E402
+from pycel.spark._tasks import partition_slots, spark_long_hash  # noqa: E402
 
 TYPES = event_types(3)
 S, B = pycel.alias(Sell, "s"), pycel.alias(Buy, "b")

@@ -30,13 +30,13 @@ from ._ranges import (
     HOT,
     RANGE,
     RangePlan,
-    one_task_per_range,
     plan_ranges,
     range_refusal,
     time_key,
     with_range_groups,
 )
 from ._runner import NULL_FLAG, RunnerSpec, run_group
+from ._tasks import one_task_per_range
 
 POSITION = "_pycel_position"
 GROUP = "_pycel_group"
@@ -273,7 +273,7 @@ def range_groups(
     group, :data:`GROUP`, which a cut stream no longer needs).
 
     A whole stream cut into ranges is repartitioned so that each range is a task of its
-    own (:func:`pycel.spark._ranges.one_task_per_range`); hot keys' ranges share the
+    own (:func:`pycel.spark._tasks.one_task_per_range`); hot keys' ranges share the
     shuffle with the other keys' groups."""
     by = [] if single else keys
     cut = None if ranges == 1 else cut_into_ranges(events, query, position_column, ranges, by)
