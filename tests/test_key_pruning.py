@@ -246,7 +246,7 @@ def _cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
         if draw(st.booleans()):
             other = other + draw(st.integers(-1, 1)) if draw(st.booleans()) else other * 2
         earlier = getattr(a, attr)
-        moved = draw(st.integers(0, 6))  # a's side moved by constants (monotone either way)
+        moved = draw(st.integers(0, 3))  # a's side moved by constants (monotone either way)
         if moved == 1:
             earlier = earlier + draw(st.integers(-1, 1)) if draw(st.booleans()) else 1 - earlier
         elif moved == 2:
@@ -273,7 +273,7 @@ def _cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
     # Types as a shuffle of an interleaving (which already has matches when unshuffled:
     # hypothesis shrinks towards it).
     types = draw(st.permutations([A, A, C, B, A, B, B, C, A, B] * 2))
-    xs = draw(st.permutations([2, 0, 3, 1, None, 1, 3, 0, 2, 1] * 2))
+    xs = draw(st.permutations([2, 0, -3, 1, None, -1, 3, 0, 2, 1] * 2))
     events: list[Tick] = []
     for k in range(draw(st.integers(8, 20))):
         fields: dict[str, Any] = {"time": k, "s": draw(st.sampled_from(["p", "q"]))}
@@ -287,7 +287,7 @@ def _cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
     return pattern, events
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_cases(), st.data())
 def test_generated_key_pruned_patterns_match_the_reference(
     case: tuple[Pattern, list[Tick]], data: st.DataObject
