@@ -317,6 +317,19 @@ def test_ceql_absence_parses_prints_and_runs_like_the_dsl(text: str) -> None:
     same_as_reference(pattern, repeated_workflow(2))
 
 
+def test_ceql_keeps_the_nesting_of_sequences_around_a_filtered_absence() -> None:
+    """A filtered ABSENT is read over its whole sequence, but the sequences keep their
+    nesting (they were rebuilt left-nested, also in another OR branch: the text printed
+    back to a different pattern; found by a probe)."""
+    o2, d2 = pycel.alias(Ordered, "o2"), pycel.alias(Shipped, "d2")
+    for pattern in (
+        pycel.seq(o, pycel.seq(d, pycel.absent(c.where(c.oid > 1)), d2)),
+        pycel.seq(o, pycel.seq(d, pycel.absent(c.where(c.oid == o.oid)), d2)),
+        pycel.seq(o, pycel.seq(o2, d)) | pycel.seq(o, pycel.absent(c.where(c.oid == o.oid)), d),
+    ):
+        assert parse_query(to_ceql(pattern), TYPES) == pattern, to_ceql(pattern)
+
+
 def test_ceql_absence_errors_have_line_and_column() -> None:
     with pytest.raises(pycel.CeqlSyntaxError, match="line 1, column"):
         parse_query("SELECT * WHERE Ordered ; ABSENT(Revoked ; Shipped", TYPES)

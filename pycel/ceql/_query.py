@@ -484,21 +484,18 @@ class _QueryParser:
             return attrs.evolve(node, inner=self.with_absence_filters(node.inner))
         if not isinstance(node, Seq):
             return node
-        chain = seq_chain(node)
-        scope = [part for part, _ in chain if not isinstance(part, Absent)]
-        parts = [
-            (
-                self.absence_filter(part, scope)
-                if isinstance(part, Absent)
-                else self.with_absence_filters(part),
-                glued,
-            )
-            for part, glued in chain
-        ]
-        result = parts[0][0]
-        for part, glued in parts[1:]:
-            result = Seq(result, part, glued)
-        return result
+        # The scope is the whole flattened sequence; the nesting is kept as written, so
+        # that the pattern prints back to the same text.
+        scope = [part for part, _ in seq_chain(node) if not isinstance(part, Absent)]
+
+        def rebuild(part: Pattern) -> Pattern:
+            if isinstance(part, Seq):
+                return attrs.evolve(part, left=rebuild(part.left), right=rebuild(part.right))
+            if isinstance(part, Absent):
+                return self.absence_filter(part, scope)
+            return self.with_absence_filters(part)
+
+        return rebuild(node)
 
     def absence_filter(self, node: Absent, scope: Pattern | list[Pattern]) -> Absent:
         start = next((i for n, i in self.absences if n is node), None)
