@@ -629,6 +629,11 @@ def test_explain_max_sizes_the_pair_automaton(
     code, out, _ = cli(capsys, "explain", windowed, "-d", stock["decl"])
     assert code == 0 and "MAX pair automaton" not in out
     assert "MAX: chosen among the runs inside the window at each end" in out
+    # A comparison between occurrences, no window: chosen on the run DAG among all runs.
+    compared = "SELECT MAX * FROM S WHERE SELL AS s ; BUY+ AS b FILTER b[price > s.price]"
+    code, out, _ = cli(capsys, "explain", compared, "-d", stock["decl"])
+    assert code == 0 and "MAX pair automaton" not in out and "window" not in out.split("deterministic")[1]
+    assert "MAX: chosen among all the runs at each end (no pair automaton)" in out
 
 
 def test_explain_kleene_partition_and_unsupported(

@@ -216,8 +216,10 @@ def explain(loaded: Loaded) -> tuple[str, str | None]:
     out += _table([header, *(_atom_row(nfa, a) for a in nfa.atoms)])
     out += ["", f"deterministic automaton: {determinized(nfa, decl)}"]
     if spec.strategy == "max" and problem is None and query.family != "maximal":
-        # With a window, MAX chooses among the runs inside it; the pair automaton is not built.
-        out += ["MAX: chosen among the runs inside the window at each end (no pair automaton)"]
+        # MAX chooses among an end's runs (those inside the window, if any) on the run DAG;
+        # the pair automaton is not built.
+        among = "the runs inside the window" if spec.window is not None else "all the runs"
+        out += [f"MAX: chosen among {among} at each end (no pair automaton)"]
     elif spec.strategy == "max":
         out += [f"MAX pair automaton (T, E, U): {determinized(nfa, decl, pairs=True)}"]
     out += ["", f"engine: not supported: {problem}" if problem else "engine: supported"]
