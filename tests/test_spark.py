@@ -572,6 +572,35 @@ def test_nullable_integers_and_times_reach_the_engine_exactly(spark: SparkSessio
     assert [(list(r["ids"]["a"]), list(r["ids"]["b"])) for r in rows] == [([big + 1], [big + 3])]
 
 
+@pytest.mark.parametrize("kind", ["timestamp", "timestamp_ntz"])
+def test_a_timestamp_outside_the_nanosecond_range_fails_with_its_position(
+    spark: SparkSession, kind: str
+) -> None:
+    """A year-1500 timestamp failed inside PySpark's Arrow conversion (ArrowInvalid, no
+    row named; found by a probe): it is a DataError naming position, id and column, as in
+    process. Timestamps just inside the range run."""
+    schema = f"pos long, ref string, event_type string, v long, at {kind}"
+    a, b = pycel.alias(BigA, "a"), pycel.alias(BigB, "b")
+    pattern = pycel.seq(a, b).within(seconds=10**12, on=Big.at)
+    for bad in (datetime(1500, 1, 1), datetime(2300, 1, 1)):
+        df = spark.createDataFrame(
+            [(0, "r0", "BigA", 1, datetime(2000, 1, 1)), (1, "r1", "BigB", 2, bad)], schema
+        )
+        # (the time window's range planning reads the times: detect itself raises then)
+        with pytest.raises(DataError, match=rf"time {bad.year}-01-01 00:00:00 is outside the range.*"
+                           r"\(position 1, ref='r1', column 'at'\)"):  # fmt: skip
+            with pycel.spark.raise_pycel_errors():
+                pycel.spark.detect(df, pattern, position_column="pos", id_column="ref").collect()
+        # No window: the job fails at the action.
+        plain = pycel.spark.detect(df, pycel.seq(a, b), position_column="pos", id_column="ref")
+        with pytest.raises(DataError, match=r"is outside the range.*\(position 1, ref='r1', column 'at'\)"):
+            with pycel.spark.raise_pycel_errors():
+                plain.collect()
+    edges = [(0, "r0", "BigA", 1, datetime(1677, 9, 22)), (1, "r1", "BigB", 2, datetime(2262, 4, 10))]
+    rows = pycel.spark.detect(spark.createDataFrame(edges, schema), pattern, position_column="pos").collect()
+    assert [row_key(r) for r in rows] == [(0, 1, (("a", (0,)), ("b", (1,))))]
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("api", ["applyInPandasWithState", "transformWithState"])
 def test_streaming_nullable_integers_reach_the_engine_exactly(

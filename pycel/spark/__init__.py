@@ -103,7 +103,9 @@ def detect(
     null positions: one small job). Bad rows (unknown event types, time going backwards
     within a key; repeated or null positions of a pattern without keys) fail the job at
     the action; inside :func:`raise_pycel_errors` that failure is a
-    :class:`pycel.DataError` naming the event's position, id and key.
+    :class:`pycel.DataError` naming the event's position, id and key (a job ``detect``
+    runs itself, to plan ranges or check positions, raises it directly). A timestamp
+    outside the nanosecond range (before 1677-09-21, after 2262-04-11) is such a bad row.
     """
     if df.isStreaming:
         from ._streaming import detect_stream
@@ -124,18 +126,19 @@ def detect(
             stateful_api=stateful_api,
         )
     _ignored(watermark=watermark, state_timeout=state_timeout, kind="a streaming")
-    return detect_batch(
-        df,
-        pattern,
-        time=time,
-        order_by=order_by,
-        position_column=position_column,
-        event_type_column=event_type_column,
-        id_column=id_column,
-        include_events=include_events,
-        types=types,
-        ranges=ranges,
-    )
+    with raise_pycel_errors():  # (the jobs detect runs itself to plan, over the same rows)
+        return detect_batch(
+            df,
+            pattern,
+            time=time,
+            order_by=order_by,
+            position_column=position_column,
+            event_type_column=event_type_column,
+            id_column=id_column,
+            include_events=include_events,
+            types=types,
+            ranges=ranges,
+        )
 
 
 def _ignored(kind: str, **options: object) -> None:

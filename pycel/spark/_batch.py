@@ -231,7 +231,7 @@ def detect_batch(
     for k in query.partition:
         events = events.where(F.col(k).isNotNull())
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
-    events = events.select(*wanted)
+    events = checked_times(events.select(*wanted), spec)
     events, keys, single = with_groups(events, query, event_type_column)
     events, keys, ranged = range_groups(events, query, spec.position_column, ranges, keys, single)
     if ranged is not None:
@@ -241,6 +241,46 @@ def detect_batch(
     spec = attrs.evolve(spec, null_flagged=flagged)
     run = group_function(spec, warn_above=LARGE_GROUP_ROWS) if single else group_function(spec)
     return events.groupBy(*keys).applyInPandas(run, schema)
+
+
+#: The timestamps pandas holds (datetime64[ns]), in microseconds since 1970 (Spark's unit):
+#: the ends of the int64 nanosecond range, rounded inwards.
+_FIRST_MICROS, _LAST_MICROS = -(2**63) // 1000 + 1, (2**63 - 1) // 1000
+
+
+def checked_times(events: DataFrame, spec: RunnerSpec) -> DataFrame:
+    """``events`` whose timestamp columns fail the job with a pycel DataError (position,
+    id, column) at a value outside the nanosecond range, checked where Spark computes the
+    column: handing it to pandas would fail inside PySpark's Arrow conversion, with no
+    row named (a year-1500 timestamp). :func:`pycel.spark.raise_pycel_errors` reads the
+    error's ``pycel.errors.DataError:`` line as a worker's."""
+    for field in events.schema.fields:
+        name, col = field.name, F.col(field.name)
+        if isinstance(field.dataType, T.TimestampType):
+            micros = F.unix_micros(col)
+            outside = (micros < F.lit(_FIRST_MICROS)) | (micros > F.lit(_LAST_MICROS))
+        elif isinstance(field.dataType, T.TimestampNTZType):  # wall-clock: no zone to convert
+            first = F.lit(str(pd.Timestamp.min.ceil("us"))).cast("timestamp_ntz")
+            last = F.lit(str(pd.Timestamp.max.floor("us"))).cast("timestamp_ntz")
+            outside = (col < first) | (col > last)
+        else:
+            continue
+        where = [F.lit(" (position "), F.col(spec.position_column).cast("string")]
+        if spec.id_column is not None and spec.id_column in events.columns:
+            ident = F.col(spec.id_column).cast("string")
+            if isinstance(events.schema[spec.id_column].dataType, T.StringType):  # as repr() shows it
+                ident = F.concat(F.lit("'"), ident, F.lit("'"))
+            where += [F.lit(f", {spec.id_column}="), F.coalesce(ident, F.lit("None"))]
+        message = F.concat(
+            # (own lines: Spark adds its error class before and SQLSTATE after)
+            F.lit("\npycel.errors.DataError: time "),
+            col.cast("string"),
+            F.lit(" is outside the range pycel holds (1677-09-21 to 2262-04-11, nanoseconds since 1970)"),
+            *where,
+            F.lit(f", column {name!r})\n"),
+        )
+        events = events.withColumn(name, F.when(outside, F.raise_error(message)).otherwise(col))
+    return events
 
 
 def exact_integers(events: DataFrame) -> tuple[DataFrame, tuple[str, ...]]:

@@ -33,7 +33,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pycel.engine import CompiledQuery
 from pycel.errors import DataError
 
-from ._batch import exact_integers, grouping, with_groups
+from ._batch import checked_times, exact_integers, grouping, with_groups
 from ._plan import (
     PatternArg,
     TypesArg,
@@ -198,7 +198,7 @@ def detect_stream(
     wanted = list(dict.fromkeys([*keys, event_type_column, *spec.attributes, *spec.kept_columns]))
     if time is not None:
         wanted.append(time) if time not in wanted else None
-    events = events.select(*wanted)
+    events = checked_times(events.select(*wanted), spec)
     times = _KeyTimes(time, df.schema[time].dataType if time is not None else None)
     if watermark is not None:
         assert time is not None
