@@ -296,6 +296,16 @@ def _foreign_run_order(state: dict[str, Any], arrays: list[Any]) -> None:
     state["plan"]["nfa"]["orderings"] = [[0, expr_to_json(pycel.alias(TYPES[1], "b").x), "int"]]
 
 
+def _child_beyond(state: dict[str, Any], arrays: list[Any]) -> None:
+    """An extend node's child id past every heap node made (found by a probe: the id was
+    masked into the arena, and the stream read another node)."""
+    arrays[state["runner"]["store"][0]][2, 0] = 10**12
+
+
+def _left_beyond(state: dict[str, Any], arrays: list[Any]) -> None:
+    arrays[state["runner"]["store"][1]][1, 0] = 10**12
+
+
 def test_a_forged_run_order_is_named() -> None:
     _, _, saved = _small()
     with pytest.raises(pycel.DataError, match="a run order"):
@@ -305,7 +315,8 @@ def test_a_forged_run_order_is_named() -> None:
 @pytest.mark.parametrize(
     "edit",
     [_set_label, _full_index, _bad_order_link, _unknown_node, _dfa_target, _bad_attribute_type,
-     _missing_edges, _huge_offset, _huge_window, _nan_window, _negative_window, _foreign_run_order],
+     _missing_edges, _huge_offset, _huge_window, _nan_window, _negative_window, _foreign_run_order,
+     _child_beyond, _left_beyond],
 )
 def test_inconsistent_content_with_a_valid_checksum_is_an_error(edit: Any) -> None:
     # NEXT without a window keeps an order list (the ranked runner).

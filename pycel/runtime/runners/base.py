@@ -28,11 +28,15 @@ from pycel.jit.store import (
     C_E_NEXT,
     C_MAX_DEPTH,
     C_U_NEXT,
+    E_CHILD,
     E_LABEL,
     EMPTY,
     H_ROWS,
     H_STATE,
     N_COUNTERS,
+    U_CONTENT,
+    U_LEFT,
+    U_RIGHT,
     new_store,
 )
 from pycel.jit.structs import BatchInput, NodeStore, RawOutput, batch_input, ints
@@ -173,6 +177,13 @@ class Store:
             raise bad("counters")
         in_range(ctr[C_MAX_DEPTH : C_MAX_DEPTH + 1], 0, _MAX_DEPTH, "heap depth")
         in_range(E[E_LABEL], -1, labels, "label ids")
+        # Node ids count up from 0 (-1: none): one beyond the counters was never made. (Ids
+        # are masked into their arena, so such a one would read some other node.)
+        e_next, u_next = int(ctr[C_E_NEXT]), int(ctr[C_U_NEXT])
+        in_range(E[E_CHILD], -1, u_next, "extend nodes' children")
+        in_range(U[U_CONTENT], -1, e_next, "heap nodes' contents")
+        in_range(U[U_LEFT], -1, u_next, "heap nodes' left children")
+        in_range(U[U_RIGHT], -1, u_next, "heap nodes' right children")
         if (HT[H_STATE] != EMPTY).all():
             raise bad("the index H has no free slot")
         return store
