@@ -295,6 +295,36 @@ def test_comparison_with_partition_and_join() -> None:
     assert _check(pycel.seq(a, b).where((b.x > a.x) & (b.s == a.s)), events) == 1
 
 
+def test_comparisons_in_the_branches_of_an_or() -> None:
+    """Each branch of an OR may name its own a and b: a comparison reads the atoms inside
+    its own filter (it was refused, "'b' stands for 2 events"; found by a probe). Both
+    branches' comparisons stand on their edges when they order a's runs by one value;
+    by two values, the refusal says so. Also from CEQL (``FILTER … OR …`` is an OR of
+    filtered copies)."""
+    a, b, c = pycel.alias(Px0, "a"), pycel.alias(Px1, "b"), pycel.alias(Px0, "c")
+    rng = random.Random(5)
+    streams = [
+        [rng.choice(TYPES)(x=rng.randint(0, 9), f=rng.randint(0, 9) / 2, time=k) for k in range(n)]
+        for n in [rng.randint(3, 14) for _ in range(60)]
+    ]
+    patterns: list[Pattern] = [
+        pycel.seq(a, b).where(b.x > a.x) | pycel.seq(a, b).where(b.x + 3 < a.x),
+        pycel.seq(a, b).where(b.f > a.x) | pycel.seq(a, c, b),
+        pycel.seq(a, pycel.plus(b.where(b.x > pycel.prev(b).x))) | pycel.seq(a, b).where(b.x <= a.x),
+        pycel.seq(c, pycel.seq(a, b).where(b.x > a.x) | pycel.seq(a, b).where(b.x * 2 < a.x)).within(
+            events=6
+        ),
+    ]
+    for pattern in patterns:
+        query = pycel.compile(pattern)
+        assert query.post_filters is None and len(query.plan.nfa.conditions) >= 1, pattern
+        assert sum(_check(pattern, events) for events in streams) > 0, pattern
+    text = "SELECT * FROM S WHERE Px0 AS a ; Px1 AS b FILTER b[x > a.x] OR b[x + 3 < a.x]"
+    assert parse_query(text, TYPES) == patterns[0]
+    with pytest.raises(UnsupportedError, match=r"order runs after a Px0 event by different values"):
+        pycel.compile(pycel.seq(a, b).where(b.x > a.x) | pycel.seq(a, b).where(b.x < a.x - 3))
+
+
 def test_plan_has_no_post_filter() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     query = pycel.compile(pycel.seq(a, b).where(b.x > a.x))
@@ -442,6 +472,10 @@ def order_cases(draw: st.DrawFn) -> tuple[Pattern, list[PxTick]]:
         at = draw(st.integers(1, len(parts) - 1))
         parts[at:at] = draw(_gap("w", None, False))
     pattern = pycel.seq(*parts) if len(parts) > 1 else parts[0]
+    if draw(st.integers(0, 5)) == 0:  # an OR whose other branch names v0 and v1 again
+        v0, v1 = (pycel.alias(draw(st.sampled_from(TYPES)), f"v{k}") for k in range(2))
+        cond = _compare(draw(st.sampled_from(_OPS)), draw(_threshold(getattr(v1, attr))), getattr(v0, attr))
+        pattern = pattern | pycel.seq(v0, v1).where(cond)
     if draw(st.integers(0, 3)) == 0:  # the first and last occurrences, checked while enumerating
         first, last = aliases[0], aliases[-1]
         post = _compare(draw(st.sampled_from(_OPS)), getattr(last, attr), getattr(first, draw(_mixed(attr))))

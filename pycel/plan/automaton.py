@@ -80,6 +80,10 @@ class Nfa:
     # Atoms whose waiting runs are ordered by a register no edge condition reads, for
     # the enumerator's pruning of residual comparisons (pycel.plan.conditions.RunOrder).
     orderings: tuple[RunOrder, ...] = ()
+    # Per filter of the pattern (pre-order), the atoms [start, end) it covers: a variable
+    # its comparisons read is the atom of that name inside it (an OR's branches may both
+    # name a b). Planning only: not kept in snapshots.
+    filter_spans: tuple[tuple[int, int], ...] = attrs.field(default=(), eq=False)
 
     def edge_conditions(self, a: int, b: int) -> list[int]:
         """The indices of the conditions on edge a→b (all must hold to take it)."""
@@ -146,6 +150,7 @@ class _Builder:
     gap_follow: dict[int, set[int]] = attrs.field(factory=dict)
     guards: dict[tuple[int, int], int] = attrs.field(factory=dict)
     guard_atoms: list[int] = attrs.field(factory=list)
+    filter_spans: list[tuple[int, int]] = attrs.field(factory=list)
 
     def link(
         self, sources: frozenset[int], targets: frozenset[int], contiguous: bool, guard: int = 0
@@ -226,7 +231,11 @@ class _Builder:
         if isinstance(node, As):
             return self.build(node.inner, labels | {node.var}, pending)
         if isinstance(node, Filter):
-            return self.build(node.inner, labels, pending + _unary_conjuncts(node))
+            slot, start = len(self.filter_spans), len(self.atoms)
+            self.filter_spans.append((start, start))  # (pre-order: outer filters first)
+            ends = self.build(node.inner, labels, pending + _unary_conjuncts(node))
+            self.filter_spans[slot] = (start, len(self.atoms))
+            return ends
         if isinstance(node, Or):
             f1, l1 = self.build(node.left, labels, pending)
             f2, l2 = self.build(node.right, labels, pending)
@@ -282,4 +291,5 @@ def build_nfa(body: Pattern, *, strict: bool = False) -> Nfa:
         tuple(builder.guard_atoms),
         end_atoms,
         start_atoms,
+        filter_spans=tuple(builder.filter_spans),
     )

@@ -101,17 +101,25 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
     Raises :class:`UnsupportedError`, with the way out, for one the automaton cannot
     evaluate on an edge (its occurrences are not adjacent in every match, strings, too many
     conditions on one event type)."""
-    parts = _order_conjuncts(body, None)
+    counted = [0]
+    parts = _order_conjuncts(body, None, counted)
+    # Each comparison reads its variables inside its own filter (the NFA builder met the
+    # filters in the same pre-order; should the counts differ, the whole pattern).
+    spans = nfa.filter_spans if len(nfa.filter_spans) == counted[0] else None
+
+    def within(k: int) -> tuple[int, int] | None:
+        return spans[k] if spans is not None else None
+
     _check_trend_loops(body, [])
     # Trends first: a monotone trend lets a comparison with the event before a plus stand
     # on the plus's first edge only (see _implied_by_trend).
-    found = [_condition(p, inner, nfa, []) for p, inner in parts if reads_prev(p)]
+    found = [_condition(p, inner, nfa, [], within(k)) for p, inner, k in parts if reads_prev(p)]
     trends = list(found)
-    others = [p for p, _ in parts if not reads_prev(p)]
-    for part, inner in parts:
+    others = [p for p, _, _ in parts if not reads_prev(p)]
+    for part, inner, k in parts:
         if not reads_prev(part):
             try:
-                found.append(_condition(part, inner, nfa, trends))
+                found.append(_condition(part, inner, nfa, trends, within(k)))
             except UnsupportedError as err:
                 raise Unindexable(str(err), part) from None
     conflict = _register_conflict(found, nfa)
@@ -125,19 +133,25 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
 
 def has_order_comparisons(body: Pattern) -> bool:
     """Whether ``body``'s filters compare occurrences by order or ``!=``."""
-    return bool(_order_conjuncts(body, None))
+    return bool(_order_conjuncts(body, None, [0]))
 
 
-def _order_conjuncts(node: Pattern, plus_inner: Pattern | None) -> list[tuple[Compare, Pattern | None]]:
+def _order_conjuncts(
+    node: Pattern, plus_inner: Pattern | None, counted: list[int]
+) -> list[tuple[Compare, Pattern | None, int]]:
     """The order comparisons of the (non-post) filters in ``node``, each with the body of
-    the innermost plus around it."""
-    out: list[tuple[Compare, Pattern | None]] = []
-    if isinstance(node, Filter) and not node.post_filter:
-        parts = conjuncts(node.predicate)
-        out += [(p, plus_inner) for p in parts if isinstance(p, Compare) and is_order_comparison(p)]
+    the innermost plus around it and its filter's number (pre-order over every filter;
+    ``counted[0]`` counts them)."""
+    out: list[tuple[Compare, Pattern | None, int]] = []
+    if isinstance(node, Filter):
+        k = counted[0]
+        counted[0] += 1
+        if not node.post_filter:
+            parts = conjuncts(node.predicate)
+            out += [(p, plus_inner, k) for p in parts if isinstance(p, Compare) and is_order_comparison(p)]
     inner = node.inner if isinstance(node, Plus) else plus_inner
     for child in node.children():
-        out += _order_conjuncts(child, inner)
+        out += _order_conjuncts(child, inner, counted)
     return out
 
 
@@ -189,7 +203,11 @@ def _way_out(part: Expr[Any]) -> str:
 
 
 def _condition(
-    part: Compare, plus_inner: Pattern | None, nfa: Nfa, trends: list[EdgeCondition]
+    part: Compare,
+    plus_inner: Pattern | None,
+    nfa: Nfa,
+    trends: list[EdgeCondition],
+    span: tuple[int, int] | None = None,
 ) -> EdgeCondition:
     left, right = occurrence_read(part.left), occurrence_read(part.right)
     assert left is not None and right is not None
@@ -213,7 +231,7 @@ def _condition(
                 f"{part!r}: the engine compares an iteration with the previous one of the same "
                 f"occurrence; {_way_out(part)}"
             )
-        beta = _single_atom(nfa, var, part)
+        beta = _single_atom(nfa, var, part, span)
         if beta not in nfa.follow.get(beta, ()) or not _one_atom(plus_inner):
             raise UnsupportedError(
                 f"{part!r}: the engine evaluates prev() inside a plus() over one event "
@@ -221,7 +239,7 @@ def _condition(
             )
         op = part.op if prev_side is part.left else _FLIP[part.op]
         return EdgeCondition(beta, beta, _plain(prev_side), op, now_side, kind(prev_side), repr(part))
-    alpha, beta = _single_atom(nfa, left[0], part), _single_atom(nfa, right[0], part)
+    alpha, beta = _single_atom(nfa, left[0], part, span), _single_atom(nfa, right[0], part, span)
     if _adjacent(nfa, alpha, beta):  # left is the earlier occurrence: the register
         return EdgeCondition(alpha, beta, part.left, part.op, part.right, kind(part.left), repr(part))
     if _adjacent(nfa, beta, alpha):
@@ -240,8 +258,10 @@ def _condition(
     )
 
 
-def _single_atom(nfa: Nfa, var: str | None, part: Expr[Any]) -> int:
-    atoms = [a.index for a in nfa.atoms if var in a.labels and not a.negated]
+def _single_atom(nfa: Nfa, var: str | None, part: Expr[Any], span: tuple[int, int] | None = None) -> int:
+    """The one atom labeled ``var`` (inside ``span``, the filter's atoms, if given)."""
+    lo, hi = span if span is not None else (0, len(nfa.atoms))
+    atoms = [a.index for a in nfa.atoms if var in a.labels and not a.negated and lo <= a.index < hi]
     if len(atoms) != 1:
         raise UnsupportedError(
             f"{part!r}: {var!r} stands for {len(atoms)} events of the pattern; the engine "
