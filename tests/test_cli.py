@@ -543,6 +543,12 @@ def test_unsupported_feature_exits_2_with_the_engine_message(
     query = "SELECT MAX * FROM S WHERE SELL ; BUY"
     code, _, err = cli(capsys, "run", "-d", stock["decl"], "--query", query, stock["data"], "-q")
     assert code == 0 and err == ""
+    # A refusal that suggests a post-filter says how to write one (CEQL has no syntax).
+    query = "SELECT * FROM S WHERE SELL AS s ; BUY AS b FILTER b[price + s.price > 1]"
+    for args in (["run", "--query", query, stock["data"]], ["explain", query]):
+        code, _, err = cli(capsys, *args, "-d", stock["decl"])
+        assert code == 2 and "or pass where(..., post_filter=True)" in err
+        assert "(CEQL cannot write a post-filter: in Python, read the query with pycel.ceql" in err
 
 
 @pytest.mark.parametrize("chunk", ["7", "100000"])

@@ -38,7 +38,7 @@ from pycel.runtime.predicates import columns_read_by
 
 from ._data import TIME_UNITS, InputError, ReadOptions, Schema, open_source
 from ._explain import explain
-from ._load import Loaded, SourceError, UsageError, load, too_deep
+from ._load import Loaded, SourceError, UsageError, for_command_line, load, too_deep
 from ._output import FORMATS, OutputError, Progress, Writer, summary
 
 __all__ = ["Feeder", "build_parser", "main"]
@@ -386,7 +386,7 @@ def _feed_all(args: argparse.Namespace, source: _Source, feeder: Feeder, label: 
         return EXIT_DATA
     except (PatternError, UnsupportedError) as err:  # the query, refused once data arrives
         progress.done()
-        _say(f"error in {query_label}: {_one_line(str(err))}")
+        _say(f"error in {query_label}: {_one_line(for_command_line(str(err)))}")
         stopped()
         return EXIT_USAGE
     except OutputError as err:  # (no summary: what was written is unknown)
@@ -435,7 +435,7 @@ def _explain(args: argparse.Namespace) -> int:
         raise too_deep(loaded.query_source.label) from None
     sys.stdout.write(text)
     if problem is not None:
-        _say(f"error in {loaded.query_source.label}: {problem}")
+        _say(f"error in {loaded.query_source.label}: {for_command_line(problem)}")
         return EXIT_USAGE
     return EXIT_OK
 

@@ -36,14 +36,25 @@ _OPTION_FOR = {
 }
 
 
+def for_command_line(message: str) -> str:
+    """A library message worded for the command line: its options for Python parameters,
+    and where it suggests a post-filter, how (CEQL has no syntax for one)."""
+    for parameter, option in _OPTION_FOR.items():
+        message = message.replace(parameter, option)
+    if "post_filter=True" in message:
+        message += (
+            " (CEQL cannot write a post-filter: in Python, read the query with "
+            "pycel.ceql.parse_query and add .where(..., post_filter=True))"
+        )
+    return message
+
+
 class SourceError(Exception):
     """A CEQL error (syntax, pattern, unsupported) in the declaration or the query;
     ``message`` is the error's text, worded for the command line."""
 
     def __init__(self, label: str, error: PycelError) -> None:
-        message = str(error)
-        for parameter, option in _OPTION_FOR.items():
-            message = message.replace(parameter, option)
+        message = for_command_line(str(error))
         super().__init__(f"{label}: {message}")
         self.label = label
         self.error = error

@@ -391,13 +391,15 @@ def check(spec: QuerySpec) -> None:
         raise PatternError(
             f"{ends[-1]!r} ends the pattern, so it needs a window as its horizon: the match "
             "is reported once its window has passed with no such event, e.g. "
-            "seq(order, absent(payment)).within(minutes=30, on=Order.time)"
+            "seq(order, absent(payment)).within(minutes=30, on=Order.time), in CEQL "
+            "'Order AS o ; ABSENT(Payment) WITHIN 30 MINUTES [time]'"
         )
     if starts and spec.window is None:
         raise PatternError(
             f"{starts[0]!r} starts the pattern, so it needs a window as its horizon: no such "
             "event before the match inside its window, e.g. "
-            "seq(absent(login), purchase).within(minutes=5, on=Purchase.time)"
+            "seq(absent(login), purchase).within(minutes=5, on=Purchase.time), in CEQL "
+            "'ABSENT(Login) ; Purchase AS p WITHIN 5 MINUTES [time]'"
         )
     _walk(spec.body, bound_variables(spec.body))
     check_hierarchical(spec.body)
