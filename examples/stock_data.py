@@ -14,6 +14,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -81,13 +83,17 @@ def stock_events(
 
 def write_parquet_parts(df: pd.DataFrame, directory: str | Path, parts: int) -> list[Path]:
     """Write ``df`` as ``parts`` Parquet files of consecutive rows, named in stream order
-    (``part-00000.parquet``, ...), as a file-based stream source would receive them."""
+    (``part-00000.parquet``, ...), as a file-based stream source would receive them: each
+    file a second newer than the one before (Spark's file source takes files in order of
+    modification time; files written within one clock tick came in either order)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, len(df), parts + 1).astype(int)
     paths = []
+    first = time.time()
     for k in range(parts):
         path = out / f"part-{k:05d}.parquet"
         df.iloc[bounds[k] : bounds[k + 1]].to_parquet(path, index=False)
+        os.utime(path, (first + k, first + k))
         paths.append(path)
     return paths
