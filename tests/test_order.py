@@ -325,6 +325,22 @@ def test_comparisons_in_the_branches_of_an_or() -> None:
         pycel.compile(pycel.seq(a, b).where(b.x > a.x) | pycel.seq(a, b).where(b.x < a.x - 3))
 
 
+def test_comparisons_leaving_a_type_and_its_subtype_order_runs_alike() -> None:
+    """An atom of the base type PxTick also reads Px0 events, so its runs wait in the same
+    state as a Px0 atom's: comparisons leaving both must order them by one value. They
+    were grouped by type name only, and the engine lost matches (found by a probe)."""
+    a1, b1 = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
+    a2, b2 = pycel.alias(PxTick, "a"), pycel.alias(Px0, "b")
+    events = [Px0(x=1, f=1.0, time=0), Px0(x=3, f=2.5, time=1), Px0(x=0, f=0.5, time=2)]
+    with pytest.raises(UnsupportedError, match=r"order runs after a Px0 event by different values"):
+        pycel.compile(pycel.seq(a1, b1).where(b1.f < a1.f) | pycel.seq(a2, b2).where(b2.x > a2.x))
+    # Different names: the second comparison is checked while enumerating instead.
+    c, d = pycel.alias(PxTick, "c"), pycel.alias(Px0, "d")
+    pattern = pycel.seq(a1, b1).where(b1.f < a1.f) | pycel.seq(c, d).where(d.x > c.x)
+    assert len(pycel.compile(pattern).plan.nfa.conditions) == 1
+    assert _check(pattern, events) > 0
+
+
 def test_plan_has_no_post_filter() -> None:
     a, b = pycel.alias(Px0, "a"), pycel.alias(Px0, "b")
     query = pycel.compile(pycel.seq(a, b).where(b.x > a.x))

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -95,8 +96,12 @@ def _plain(e: Expr[Any]) -> Expr[Any]:
     return result
 
 
-def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
-    """The order comparisons of ``body``'s filters as conditions on ``nfa``'s edges.
+def edge_conditions(
+    body: Pattern, nfa: Nfa, shared: frozenset[frozenset[str]] = frozenset()
+) -> tuple[EdgeCondition, ...]:
+    """The order comparisons of ``body``'s filters as conditions on ``nfa``'s edges
+    (``shared``: pairs of event type names one event can have both of, a subtype and its
+    base: their atoms' runs wait in one state, so their conditions must order them alike).
 
     Raises :class:`UnsupportedError`, with the way out, for one the automaton cannot
     evaluate on an edge (its occurrences are not adjacent in every match, strings, too many
@@ -122,7 +127,7 @@ def edge_conditions(body: Pattern, nfa: Nfa) -> tuple[EdgeCondition, ...]:
                 found.append(_condition(part, inner, nfa, trends, within(k)))
             except UnsupportedError as err:
                 raise Unindexable(str(err), part) from None
-    conflict = _register_conflict(found, nfa)
+    conflict = _register_conflict(found, nfa, shared)
     if conflict is not None:
         k, message = conflict
         if k < len(trends):  # (the conflict picks a trend only when every other is one)
@@ -322,21 +327,33 @@ def _adjacent(nfa: Nfa, alpha: int, beta: int) -> bool:
     )
 
 
-def check_registers(found: list[EdgeCondition], nfa: Nfa) -> None:
+def shared_types(supertypes: Iterable[frozenset[str]]) -> frozenset[frozenset[str]]:
+    """The pairs of event type names that one event has both of (a type and its base type),
+    from each known type's ``supertypes`` (pycel.data.ingest.Schema)."""
+    return frozenset(frozenset((x, y)) for names in supertypes for x in names for y in names if x != y)
+
+
+def check_registers(
+    found: list[EdgeCondition], nfa: Nfa, shared: frozenset[frozenset[str]] = frozenset()
+) -> None:
     """A deterministic state holds the atoms that read one event, so its runs have one
-    register only if the conditions leaving atoms of one event type share it."""
-    conflict = _register_conflict(found, nfa)
+    register only if the conditions leaving atoms that can read one event share it."""
+    conflict = _register_conflict(found, nfa, shared)
     if conflict is not None:
         raise UnsupportedError(conflict[1])
 
 
-def _register_conflict(found: list[EdgeCondition], nfa: Nfa) -> tuple[int, str] | None:
-    """(the index of a condition to leave out, why) when the conditions leaving atoms of
-    one event type order runs by different registers, or are too many; else None. The
-    first register of a type stays (a trend's, as trends come first)."""
+def _register_conflict(
+    found: list[EdgeCondition], nfa: Nfa, shared: frozenset[frozenset[str]] = frozenset()
+) -> tuple[int, str] | None:
+    """(the index of a condition to leave out, why) when the conditions leaving atoms that
+    can read one event (one event type, or a type and its subtype: ``shared``) order runs
+    by different registers, or are too many; else None. The first register of a type
+    stays (a trend's, as trends come first)."""
+    events = [nfa.atoms[cond.source].event for cond in found]
     by_type: dict[str, list[int]] = {}
-    for k, cond in enumerate(found):
-        by_type.setdefault(nfa.atoms[cond.source].event, []).append(k)
+    for event in dict.fromkeys(events):
+        by_type[event] = [j for j, e in enumerate(events) if e == event or frozenset((event, e)) in shared]
     for event, ks in by_type.items():
         conds = [found[k] for k in ks]
         keys = sorted({c.register_key for c in conds})

@@ -52,7 +52,7 @@ from pycel.language.expr import Attr, Compare, Expr, conjuncts, expr_key
 from pycel.limits import MAX_VARIABLES
 
 from .automaton import AtomState, Nfa, build_nfa
-from .conditions import Unindexable, edge_conditions, has_order_comparisons, run_orders
+from .conditions import Unindexable, edge_conditions, has_order_comparisons, run_orders, shared_types
 from .conjunction import expand_conjunctions, interleavings_fit
 from .hcq import HcqPlan, plan_hcq
 from .joins import JoinKey, joins_form_run_keys, plan_joins
@@ -268,7 +268,7 @@ def _plan_query(spec: QuerySpec, types: Iterable[type[Event]], text: str) -> Pla
         raise UnsupportedError(f"the engine supports at most {MAX_VARIABLES} variables per pattern")
     if join_keys:
         _check_join_clauses(spec, nfa)
-    conditions = edge_conditions(planned, nfa)
+    conditions = edge_conditions(planned, nfa, shared_types(schema.supertypes))
     if conditions:
         if nfa.contiguous:
             raise UnsupportedError(

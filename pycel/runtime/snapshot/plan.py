@@ -26,7 +26,14 @@ from pycel.language.comparisons import ORDER_OPS
 from pycel.language.expr import DTYPES, Arith, Attr, BoolOp, Compare, Const, Expr, IsIn, Like, Not
 from pycel.limits import MAX_ATOMS, MAX_VARIABLES
 from pycel.plan.automaton import AtomState, Nfa
-from pycel.plan.conditions import CONDITION_KINDS, EdgeCondition, RunOrder, check_registers, register_kind
+from pycel.plan.conditions import (
+    CONDITION_KINDS,
+    EdgeCondition,
+    RunOrder,
+    check_registers,
+    register_kind,
+    shared_types,
+)
 from pycel.plan.hcq import HcqAtom, HcqPlan, HcqTransition
 from pycel.plan.joins import JoinKey
 from pycel.plan.planner import STRATEGIES, Plan
@@ -261,8 +268,9 @@ def nfa_to_json(nfa: Nfa) -> Json:
     }
 
 
-def nfa_from_json(x: Json) -> Nfa:
-    """The automaton :func:`nfa_to_json` wrote, with every index checked."""
+def nfa_from_json(x: Json, shared: frozenset[frozenset[str]] = frozenset()) -> Nfa:
+    """The automaton :func:`nfa_to_json` wrote, with every index checked (``shared``: the
+    pairs of event types one event has both of, pycel.plan.conditions.shared_types)."""
     x = as_dict(x, "automaton")
     variables = strs(x.get("variables"), "variables")
     atoms = []
@@ -346,7 +354,7 @@ def nfa_from_json(x: Json) -> Nfa:
         tuple(orderings),
     )
     try:
-        check_registers(list(nfa.conditions), nfa)
+        check_registers(list(nfa.conditions), nfa, shared)
     except UnsupportedError as err:
         raise bad(f"the conditions on edges ({err})") from None
     return nfa
@@ -494,7 +502,8 @@ def plan_to_json(plan: Plan) -> Json:
 def plan_from_json(x: Json) -> Plan:
     """The plan :func:`plan_to_json` wrote; DataError if it is not one."""
     x = as_dict(x, "plan")
-    nfa = nfa_from_json(x.get("nfa"))
+    schema = schema_from_json(x.get("schema"))
+    nfa = nfa_from_json(x.get("nfa"), shared_types(schema.supertypes))
     unit, strategy, family = x.get("window_unit"), x.get("strategy"), x.get("family")
     if unit not in _UNITS or strategy not in STRATEGIES or family not in _FAMILIES:
         raise bad(f"window unit {unit!r}, strategy {strategy!r} or family {family!r}")
@@ -520,7 +529,7 @@ def plan_from_json(x: Json) -> Plan:
         family=family,
         strategy=strategy,
         nfa=nfa,
-        schema=schema_from_json(x.get("schema")),
+        schema=schema,
         partition=strs(x.get("partition"), "partition"),
         join_keys=tuple(joins),
         hcq=None if hcq is None else hcq_from_json(hcq),
