@@ -432,7 +432,7 @@ def _order_pruned(part: Expr[bool], nfa: Nfa) -> tuple[int, Attr[Any], str] | No
             continue
         g, grows = monotone
         read = occurrence_read(g)
-        if read is None or read[1] or _KINDS.get(g.dtype) is None or _KINDS.get(g_side.dtype) is None:
+        if read is None or read[1] or _KINDS.get(g.dtype) is None:
             continue
         if not grows:
             op = _FLIP[op]

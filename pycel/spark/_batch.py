@@ -260,8 +260,10 @@ def checked_times(events: DataFrame, spec: RunnerSpec) -> DataFrame:
             micros = F.unix_micros(col)
             outside = (micros < F.lit(_FIRST_MICROS)) | (micros > F.lit(_LAST_MICROS))
         elif isinstance(field.dataType, T.TimestampNTZType):  # wall-clock: no zone to convert
-            first = F.lit(str(pd.Timestamp.min.ceil("us"))).cast("timestamp_ntz")
-            last = F.lit(str(pd.Timestamp.max.floor("us"))).cast("timestamp_ntz")
+            first, last = (
+                F.lit(str(pd.Timestamp(m, unit="us"))).cast("timestamp_ntz")
+                for m in (_FIRST_MICROS, _LAST_MICROS)
+            )
             outside = (col < first) | (col > last)
         else:
             continue
