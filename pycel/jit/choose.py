@@ -47,9 +47,23 @@ import numpy as np
 from numba import njit
 
 from .arrays import Flags, Int, Int32s, Ints
-from .enumerate import TREAP, U_CMS, _grow, _reserve, has_output_room
+from .enumerate import _grow, _reserve, has_output_room
 from .inner import inner
-from .store import C_U_NEXT, E_CHILD, E_LABEL, E_POS, U_BIT, U_CONTENT, U_LEFT, U_MS, U_RIGHT, ZERO, live
+from .store import (
+    C_U_NEXT,
+    E_CHILD,
+    E_LABEL,
+    E_POS,
+    TREAP,
+    U_BIT,
+    U_CMS,
+    U_CONTENT,
+    U_LEFT,
+    U_MS,
+    U_RIGHT,
+    ZERO,
+    live,
+)
 
 #: ``at`` for :func:`_add_layer`: the largest position there is (LAST).
 LARGEST = np.int64(-1)

@@ -18,6 +18,7 @@ from numba import njit, objmode
 
 from .arrays import Int, Int32s, Ints, Truth
 from .inner import inner
+from .probe import probe_empty
 from .residual import (
     NODE_FAILS,
     PASSED_SHIFT,
@@ -33,8 +34,11 @@ from .store import (
     E_LABEL,
     E_POS,
     ONE,
+    TREAP,
     U_BIT,
+    U_CMS,
     U_CONTENT,
+    U_KEY,
     U_LEFT,
     U_MS,
     U_RIGHT,
@@ -43,10 +47,6 @@ from .store import (
 )
 from .structs import Buffers
 
-#: Ordered index nodes (pycel.jit.treap): U_BIT ≥ TREAP marks them; U_KEY is their
-#: register as an ordered key, U_CMS their own run's max-start (defined here, below the
-#: treap module, which imports this one).
-TREAP, U_KEY, U_CMS = 2, 6, 7
 _KEY_MAX = np.int64(2**63 - 1)
 _KEY_MIN = np.int64(-(2**63))
 
@@ -57,6 +57,7 @@ def _unbound_keys(res: Residual, d: Int) -> None:
     if d < res.key_above.shape[0]:
         res.key_above[d] = _KEY_MAX
         res.key_below[d] = _KEY_MIN
+
 
 #: The arrays :func:`_prefix_copy` copies (its result has the argument's type).
 _Array = TypeVar("_Array", Ints, Int32s)
@@ -259,11 +260,14 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
         # Whether to walk an ordered index from its low keys (a key-pruned comparison
         # fails above: pycel.jit.residual.residual_key_sides).
         low_first = False
+        probing = False  # whether some conjunct has emptiness probes
         if ordered and residual and res is not None:
             for c in range(res.key_side.shape[0]):
                 if res.key_side[c] != 0:
                     low_first = res.key_side[c] == SKIP_ABOVE
                     break
+            for c in range(res.key_probe.shape[0]):
+                probing = probing or res.key_probe[c] != 0
         # path caches each node of the current path as (position, projected variable mask),
         # so a match reads its prefix from two cache lines instead of the arena.
         path[0] = E[E_POS, x & emask]
@@ -313,11 +317,15 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                         elif below != _KEY_MIN and key <= below:
                             skip = SKIP_BELOW | NODE_FAILS
                         elif U[U_CMS, hs] >= lo:
-                            if 2 * d + 2 > path.shape[0]:
-                                path = _grow(path, 2 * d + 2)
+                            if 2 * d + 4 > path.shape[0]:
+                                path = _grow(path, 2 * d + 4)
                             path[2 * d] = E[E_POS, e & emask]
                             path[2 * d + 1] = label_masks[E[E_LABEL, e & emask]] & proj_mask
                             skip = residual_key_sides(res, path, d)
+                            if not skip & NODE_FAILS and probing:
+                                # Maybe a middle run whose snapshot of a's runs has no valid
+                                # a, and nor have those made before it (pycel.jit.probe).
+                                skip |= probe_empty(res, E, U, unext, label_masks, proj_mask, path, d, e, lo)
                             if bounded and skip & SKIP_ABOVE:
                                 res.key_above[d] = min(res.key_above[d], key)
                             if bounded and skip & SKIP_BELOW:

@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from .arrays import Int, Ints
-from .enumerate import U_CMS, U_KEY, _grow
+from .enumerate import _grow
 from .inner import inner
 from .store import (
     C_H_COUNT,
@@ -27,7 +27,9 @@ from .store import (
     H_VAL,
     LIVE_ONLY,
     ONE,
+    U_CMS,
     U_CONTENT,
+    U_KEY,
     U_LEFT,
     U_MS,
     U_RIGHT,

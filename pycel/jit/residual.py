@@ -62,7 +62,11 @@ class Residual(NamedTuple):
     c compares a register of variable ``key_var[c]`` (-1: none) by which the runs binding
     it are ordered; where it fails, the runs on side ``key_side[c]`` fail too;
     ``key_above[d]``/``key_below[d]``: the keys from which on (up to which) the index at
-    path depth d fails, as found so far (the enumerator's work space)."""
+    path depth d fails, as found so far (the enumerator's work space). Emptiness probes
+    (:mod:`pycel.jit.probe`): ``key_probe[c]``, the variables (bits) whose runs each hold a
+    snapshot of the index of ``key_var[c]``'s runs, snapshots that only grow (0: none);
+    ``key_column[c] = (kind, row)``: the column of the register, ``kind`` 0 in ``ints``,
+    1 in ``floats``, -1 none."""
 
     code: Ints
     fconst: Floats
@@ -86,6 +90,8 @@ class Residual(NamedTuple):
     key_side: Ints
     key_above: Ints
     key_below: Ints
+    key_probe: Ints
+    key_column: Ints
 
 
 def _cmp(op: Int, x: float | Int, y: float | Int) -> Truth:
@@ -394,5 +400,6 @@ def empty_residual() -> Residual:
         np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.bool_),
         np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=np.bool_), np.int64(0),
         np.zeros((0, 2), dtype=np.int64), np.zeros(1, dtype=np.int64), z, z, zf,
-        np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64), z, z, z, z,
+        np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64), z, z, z, z, z,
+        np.zeros((0, 2), dtype=np.int64),
     )  # fmt: skip

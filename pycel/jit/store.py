@@ -30,6 +30,9 @@ from .inner import inner
 E_POS, E_LABEL, E_CHILD, E_MS = 0, 1, 2, 3
 # Heap node rows
 U_CONTENT, U_LEFT, U_RIGHT, U_BIT, U_MS, U_CREATED = 0, 1, 2, 3, 4, 5
+# Ordered index nodes (pycel.jit.treap): U_BIT ≥ TREAP marks them; U_KEY is their register
+# as an ordered key, U_CMS their own run's max-start.
+TREAP, U_KEY, U_CMS = 2, 6, 7
 # Hash table rows; an empty slot has state EMPTY
 H_STATE, H_KEY, H_VAL, H_RANK, H_POS, H_MS = 0, 1, 2, 3, 4, 5
 H_ROWS = 6

@@ -38,9 +38,22 @@ import numpy as np
 from numba import njit
 
 from .arrays import Int, Ints, Truth
-from .enumerate import TREAP, U_CMS, U_KEY
 from .inner import inner
-from .store import C_MAX_DEPTH, C_U_NEXT, U_BIT, U_CONTENT, U_CREATED, U_LEFT, U_MS, U_RIGHT, ZERO, live
+from .store import (
+    C_MAX_DEPTH,
+    C_U_NEXT,
+    TREAP,
+    U_BIT,
+    U_CMS,
+    U_CONTENT,
+    U_CREATED,
+    U_KEY,
+    U_LEFT,
+    U_MS,
+    U_RIGHT,
+    ZERO,
+    live,
+)
 
 #: ``U_BIT`` of a treap node: ``TREAP + priority`` in the low 32 bits, the height above.
 HEIGHT_SHIFT = 32

@@ -280,6 +280,7 @@ class Pruning:
             np.zeros(64, dtype=np.int64),
             key_var, key_side,
             np.zeros(_KEY_DEPTH, dtype=np.int64), np.zeros(_KEY_DEPTH, dtype=np.int64),
+            np.zeros(len(kept), dtype=np.int64), self._key_columns(kept, prog),
         )  # fmt: skip
 
     def _keyed_sides(self, kept: list[int]) -> tuple[Ints, Ints]:
@@ -292,6 +293,18 @@ class Pruning:
             key_var.append(-1 if g is None or g.var is None else self.variables.index(g.var))
             key_side.append(_SIDES.get(where, 0))
         return np.array(key_var, dtype=np.int64), np.array(key_side, dtype=np.int64)
+
+    def _key_columns(self, kept: list[int], prog: _Program) -> Ints:
+        """``key_column`` of :class:`~pycel.jit.residual.Residual`: per ``kept`` conjunct
+        with a key, where its register's values are (kind 0: ``ints``, 1: ``floats``)."""
+        columns = np.full((len(kept), 2), -1, dtype=np.int64)
+        for i, c in enumerate(kept):
+            keyed = self.keyed[c]
+            name = keyed[0].name if keyed is not None else ""
+            for kind, cols in enumerate((prog.int_cols, prog.float_cols)):
+                if name in cols:
+                    columns[i] = (kind, cols[name])
+        return columns
 
     def record(self, res: Residual) -> None:
         """Add a push's counts (after its loop ran) to the totals."""

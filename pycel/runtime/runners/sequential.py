@@ -22,11 +22,13 @@ import numpy.typing as npt
 
 from pycel.errors import UnsupportedError
 from pycel.jit.ordered import run_batch_ordered
+from pycel.jit.residual import Residual
 from pycel.jit.runtime import run_batch
 from pycel.jit.structs import DfaArrays, flags, ints
 from pycel.jit.treap import TREAP_ROWS
 from pycel.plan.determinize import Dfa, DfaTables
 from pycel.plan.planner import Plan
+from pycel.plan.probes import prefix_probes
 from pycel.runtime.predicates import ClassTable
 from pycel.runtime.registers import ordered_tables
 from pycel.runtime.snapshot.plan import Json, as_dict
@@ -157,11 +159,19 @@ class SequentialRunner:
         inputs = (self.store.nodes(), loop_input(batch, class_ids), self._arrays(t))
         if ordered_runs(self.plan):  # runs ordered by their registers (pycel.jit.ordered)
             ordered = ordered_tables(self.plan, t, batch.batch)
-            step = run_batch_ordered(*inputs, ordered, batch.residual, self.choose)
+            step = run_batch_ordered(*inputs, ordered, self._probing(batch.residual, t), self.choose)
         else:
             step = run_batch(*inputs, batch.residual, self.choose)
         self.store.keep(step.store)
         return RawMatches.of(step.out)
+
+    def _probing(self, res: Residual | None, t: DfaTables) -> Residual | None:
+        """``res`` with the middle runs the enumerator may probe for emptiness
+        (pycel.plan.probes): not where it consumes, chooses among an end's outputs or
+        requires contiguity, which change or bypass the indexes the probes read."""
+        if res is None or self.choose or self.plan.consume != 0 or self.dfa.contiguous:
+            return res
+        return res._replace(key_probe=prefix_probes(t, res.key_var, res.variables))
 
     def _arrays(self, t: DfaTables) -> DfaArrays:
         """The tables as the loops read them (shared with the ranked runner's loop),
