@@ -68,12 +68,13 @@ def test_which_middle_runs_are_probed() -> None:
     assert _probed(seq(a, c, b).where(b.x > a.x), events) == ["c"]
     assert _probed(seq(a, c, b).where(b.x * 2 <= 1 - a.x).within(events=3), events) == ["c"]
     assert _probed(seq(plus(a), c, b).where(b.x > a.x), events) == ["c"]
-    # c repeats (its runs also hold earlier c's), an absence removes a's runs, the
-    # comparison reads c, an edge condition splits a's runs: not probed.
-    assert _probed(seq(a, plus(c), b).where(b.x > a.x), events) == [""]
+    assert _probed(seq(a, plus(c), b).where(b.x > a.x), events) == ["c"]
+    # An absence removes a's runs, the comparison reads c, an edge condition splits a's
+    # runs, c also starts elsewhere: not probed.
     assert _probed(seq(a, pycel.absent(gap.where(gap.x == 3)), c, b).where(b.x > a.x), events) == [""]
     assert _probed(seq(a, c, b).where(b.x + c.x > a.x, post_filter=True), events) == [""]
     assert _probed(seq(a, c, b).where((b.x > a.x) & (c.x > a.x)), events) == [""]
+    assert _probed((seq(a, c, b) | seq(gap, c, b)).where(b.x > a.x, post_filter=True), events) == [""]
     # Two middle occurrences: the one right after a.
     assert _probed(seq(a, c, gap, b).where(b.x > a.x), events) == ["c"]
 
@@ -137,3 +138,31 @@ def test_probed_patterns_match_the_reference() -> None:
     blocked = [A(x=0, time=0), C(x=0, time=1), C(x=3, time=2), A(x=100, time=3), C(x=0, time=4)]
     blocked.append(B(x=50, time=5))
     assert _agree(seq(a, pycel.absent(gap.where(gap.x == 3)), c, b).where(b.x > a.x), blocked) == 2
+
+
+def test_a_repeated_middle_without_valid_a_is_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seq(a, plus(c), b)``: a b below every a used to walk every chain of c's (2^n
+    paths for n c's) to find no match; a c run that takes a's runs and fails the probe
+    bounds every c run made before it, at every depth of the walk."""
+    pattern = seq(a, plus(c), b).where(b.x > a.x)
+    visits = {}
+    for n in (8, 12):
+        events: list[Tick] = [A(x=100, time=0), *(C(x=0, time=k + 1) for k in range(n)), B(x=0, time=n + 1)]
+        assert _agree(pattern, events) == 0
+        _, visits[n] = _counted(pattern, events)
+        _, before = _counted_without_probes(monkeypatch, pattern, events)
+        assert before >= 2**n > 5 * visits[n], (n, before, visits[n])
+    assert visits[12] < 2 * visits[8], visits
+    # With valid a's among invalid ones, and c's between them.
+    xs = [100, 0, 100, 2, 100, 100, 1]
+    events = []
+    for k, x in enumerate(xs):
+        events += [A(x=x, time=3 * k), C(x=0, time=3 * k + 1), B(x=[1, 3, 0][k % 3], time=3 * k + 2)]
+    for p in (pattern, pattern.within(events=7), seq(a, plus(c), b).where(b.x >= a.x * 2)):
+        assert _agree(p, events) > 0, p
+    # The later side repeated: a b deeper in the path fails where the last one alone would
+    # not, so what fails there bounds that path only.
+    ends = [A(x=5, time=0), C(x=0, time=1), B(x=9, time=2), A(x=1, time=3), C(x=0, time=4), B(x=0, time=5)]
+    ends += [A(x=7, time=6), C(x=0, time=7), B(x=3, time=8), B(x=8, time=9)]
+    for p in (seq(a, c, plus(b)).where(b.x > a.x), seq(a, plus(c), plus(b)).where(b.x > a.x)):
+        assert _agree(p, ends) > 0, p

@@ -18,7 +18,7 @@ from numba import njit, objmode
 
 from .arrays import Int, Int32s, Ints, Truth
 from .inner import inner
-from .probe import probe_empty
+from .probe import below_floor, probe_empty, reset_floors
 from .residual import (
     NODE_FAILS,
     PASSED_SHIFT,
@@ -29,6 +29,7 @@ from .residual import (
     residual_key_sides,
 )
 from .store import (
+    C_E_NEXT,
     C_U_NEXT,
     E_CHILD,
     E_LABEL,
@@ -268,6 +269,8 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                     break
             for c in range(res.key_probe.shape[0]):
                 probing = probing or res.key_probe[c] != 0
+            if probing:
+                reset_floors(res)
         # path caches each node of the current path as (position, projected variable mask),
         # so a match reads its prefix from two cache lines instead of the arena.
         path[0] = E[E_POS, x & emask]
@@ -316,6 +319,8 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                             skip = SKIP_ABOVE | NODE_FAILS
                         elif below != _KEY_MIN and key <= below:
                             skip = SKIP_BELOW | NODE_FAILS
+                        elif probing and below_floor(res, E, ctr[C_E_NEXT], label_masks, e, key):
+                            skip = SKIP_BELOW | NODE_FAILS  # a probed run no later than one that failed
                         elif U[U_CMS, hs] >= lo:
                             if 2 * d + 4 > path.shape[0]:
                                 path = _grow(path, 2 * d + 4)

@@ -6,14 +6,17 @@ at a's node, the last of each walk, with a's runs ordered by ``a.y``
 middle c whose a's all fail: its walk finds no match and still costs O(log n), and a b
 may see many such c's.
 
-When the planner proves that every run of c holds a snapshot of one index of a's runs
-that only ever grows (:func:`pycel.plan.probes.prefix_probes`: c's runs come only from
-a's state, which no condition splits and no absence or consumption shrinks), an earlier
-c's in-window a's are a subset of a later c's. c's runs wait in an index ordered by
-creation, so at a c node the enumerator looks at the one a of its snapshot where the
-comparison is likeliest to hold (the lowest in-window key when it fails above, one
-descent by max-start); if it fails there, this c has no valid a, and neither has any c
-made before it: the enumerator skips the node and the index's earlier side.
+When the planner proves that every c run's completions end in snapshots of one index of
+a's runs that only ever grows, each taken no later than the run was made
+(:func:`pycel.plan.probes.prefix_probes`: c's first runs take a's state whole, which no
+condition splits and no absence or consumption shrinks; later ones may continue c's, as
+in ``plus(c)``), a c run made later has at least the in-window a's of one made earlier.
+c's runs wait in indexes ordered by creation, so at a c node whose child is a's index the
+enumerator looks at the one a where the comparison is likeliest to hold (the lowest
+in-window key when it fails above, one descent by max-start); if it fails there, this c
+has no valid a, and neither has any c run made before it: the enumerator skips the node
+and the index's earlier side, and where the comparison's other side is bound by the last
+event alone, every c run up to this id anywhere in the walk (:func:`below_floor`).
 
 Runs whose ``a.y`` is NaN or null wait in creation-ordered indexes of their own; a c
 holding one of those has no valid a either (an order comparison with them is never
@@ -32,6 +35,8 @@ from .arrays import Int, Ints, Truth
 from .inner import inner
 from .residual import NODE_FAILS, SKIP_ABOVE, SKIP_BELOW, Residual, _bound, _fails, _work_space
 from .store import E_CHILD, E_LABEL, E_POS, TREAP, U_BIT, U_CMS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
+
+_NO_FLOOR = np.int64(-(2**63))
 
 
 @inner
@@ -110,5 +115,45 @@ def probe_empty(
         path[2 * d + 2] = E[E_POS, e]
         path[2 * d + 3] = a_mask & proj_mask
         if _fails(res, path, d + 1, k, _work_space(res, d + 1), False):
-            return NODE_FAILS | (SKIP_BELOW if _is_number(res, k, E[E_POS, e]) else 0)
+            if not _is_number(res, k, E[E_POS, e]):
+                return NODE_FAILS
+            if _end_only(path, d, res.variables[k] & ~a_bit):
+                res.probe_floor[k] = max(res.probe_floor[k], x)
+            return NODE_FAILS | SKIP_BELOW
     return 0
+
+
+@inner
+def _end_only(path: Ints, d: Int, wanted: Int) -> Truth:
+    """Whether the path's last event (node 0) binds the variables ``wanted``, and no node
+    above depth ``d`` binds any of them again: then what failed here fails on every path
+    of this enumeration (one that binds them again checks more combinations)."""
+    if path[1] & wanted != wanted:
+        return False
+    for k in range(1, d):
+        if path[2 * k + 1] & wanted:
+            return False
+    return True
+
+
+@inner
+def below_floor(res: Residual, E: Ints, enext: Int, label_masks: Ints, x: Int, key: Int) -> Truth:
+    """Whether an index node with content ``x`` and key ``key`` is a probed run made no
+    later than one found without a valid a in this enumeration (:func:`probe_empty`):
+    then it, and every node made before it, has none either, at whatever depth the walk
+    meets it. Only a live content's label says what it binds (the slot of a run that left
+    the window may hold a newer node, and an index ordered by value has other keys)."""
+    if not live(E, enext, x):
+        return False
+    mask = label_masks[E[E_LABEL, x & (E.shape[1] - 1)]]
+    for k in range(res.key_probe.shape[0]):
+        if res.key_probe[k] & mask and key <= res.probe_floor[k]:
+            return True
+    return False
+
+
+@inner
+def reset_floors(res: Residual) -> None:
+    """A new enumeration (another last event): no run is known to fail yet."""
+    for k in range(res.probe_floor.shape[0]):
+        res.probe_floor[k] = _NO_FLOOR

@@ -66,7 +66,8 @@ class Residual(NamedTuple):
     (:mod:`pycel.jit.probe`): ``key_probe[c]``, the variables (bits) whose runs each hold a
     snapshot of the index of ``key_var[c]``'s runs, snapshots that only grow (0: none);
     ``key_column[c] = (kind, row)``: the column of the register, ``kind`` 0 in ``ints``,
-    1 in ``floats``, -1 none."""
+    1 in ``floats``, -1 none; ``probe_floor[c]``: the probed runs with ids up to it fail
+    c in the current enumeration (work space)."""
 
     code: Ints
     fconst: Floats
@@ -92,6 +93,7 @@ class Residual(NamedTuple):
     key_below: Ints
     key_probe: Ints
     key_column: Ints
+    probe_floor: Ints
 
 
 def _cmp(op: Int, x: float | Int, y: float | Int) -> Truth:
@@ -401,5 +403,5 @@ def empty_residual() -> Residual:
         np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=np.bool_), np.int64(0),
         np.zeros((0, 2), dtype=np.int64), np.zeros(1, dtype=np.int64), z, z, zf,
         np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64), z, z, z, z, z,
-        np.zeros((0, 2), dtype=np.int64),
+        np.zeros((0, 2), dtype=np.int64), z,
     )  # fmt: skip

@@ -1,16 +1,16 @@
 """Which middle runs the enumerator may probe for emptiness (:mod:`pycel.jit.probe`).
 
 A key-pruned comparison ``f(…) OP g(a)`` (:func:`pycel.plan.conditions.key_pruning`) is
-decided at a's node. A middle variable c between a and the end is *probed* when the
-automaton guarantees the prefix property: every run that binds c was made by an event
-that binds c alone, from one state S whose runs all bind a alone and are ordered by the
-comparison's register (a run order: no condition splits them, so c takes them all), and
-its target state holds no other runs and orders them by creation. S and those targets
-are never the source or target of an absence's blocking. Then the c runs of one
-target index are snapshots of one growing index of a's runs, each containing the ones
-before it; windows keep that (what left the window for an earlier snapshot left it for
-every later one). The caller checks what the tables cannot show: no consumption, no
-choice of outputs (LAST/NEXT/MAX walk the runs themselves), no contiguity.
+decided at a's node. A middle variable c is *probed* when the automaton guarantees the
+prefix property: every event that binds c binds c alone; c's runs start from one state S
+whose runs all bind a alone and are ordered by a register without conditions (a run
+order: c takes S's index whole), and otherwise continue runs of c (``plus(c)``); the
+states of c's runs order them by creation and hold nothing else; no absence blocks S or
+them. Then every c run's completions end in snapshots of S's one growing index taken no
+later than the run was made, so a c run made later has at least the in-window a's of one
+made earlier (what left the window for the later snapshot left it for the earlier one).
+The caller checks what the tables cannot show: no consumption, no choice of outputs
+(LAST/NEXT/MAX walk the runs themselves), no contiguity.
 
 Example::
 
@@ -32,19 +32,22 @@ def _probed(t: DfaTables, a: int, c: int) -> bool:
     masks = t.label_masks[t.label]
     binds_c = (masks >> c) & 1 == 1
     if not binds_c.any() or (masks[binds_c] != 1 << c).any():
-        return False
+        return False  # an event binding c binds c alone
+    c_states = set(t.dst[binds_c].tolist())
+    sources = set(t.src[binds_c].tolist()) - c_states
+    if len(sources) != 1:
+        return False  # c's first runs come from a's state alone (later ones from c's)
+    (s,) = sources
     blocked = set(t.bsrc.tolist()) | set(t.bdst.tolist()) if t.bptr[-1] > 0 else set()
-    source_of: dict[int, int] = {}
-    for s, d in zip(t.src[binds_c].tolist(), t.dst[binds_c].tolist(), strict=True):
-        if source_of.setdefault(d, s) != s:
-            return False  # runs of one index from two states: not one growing snapshot
-    for d, s in source_of.items():
-        if s == 0 or s in blocked or d in blocked or t.state_register[d] >= 0:
+    if s == 0 or s in blocked or t.state_register[s] < 0 or t.cptr[s + 1] != t.cptr[s]:
+        return False  # a's runs are not one ordered index that only grows and c takes whole
+    if (masks[t.dst == s] != 1 << a).any():
+        return False  # a's state holds runs of other variables
+    for d in c_states:
+        into = t.dst == d
+        if d in blocked or t.state_register[d] >= 0 or (masks[into] != 1 << c).any():
             return False
-        if t.state_register[s] < 0 or t.cptr[s + 1] != t.cptr[s]:
-            return False  # s's runs are not ordered by a register, or conditions split them
-        into_s, into_d = t.dst == s, t.dst == d
-        if (masks[into_s] != 1 << a).any() or (t.src[into_d] != s).any() or (masks[into_d] != 1 << c).any():
+        if not set(t.src[into].tolist()) <= c_states | {s}:
             return False
     return True
 
