@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pycel.errors import UnsupportedError
+from pycel.jit.arrays import Ints
 from pycel.jit.ordered import run_batch_ordered
 from pycel.jit.residual import Residual
 from pycel.jit.runtime import run_batch
@@ -138,6 +139,7 @@ class SequentialRunner:
         self.shared = shared_dfa(plan)
         self.store = Store.new(_heap_rows(plan))
         self._arrays_of: DfaTables | None = None
+        self._probes_for: tuple[DfaTables | None, bytes, Ints | None] = (None, b"", None)
 
     @property
     def dfa(self) -> Dfa:
@@ -171,7 +173,13 @@ class SequentialRunner:
         requires contiguity, which change or bypass the indexes the probes read."""
         if res is None or self.choose or self.plan.consume != 0 or self.dfa.contiguous:
             return res
-        return res._replace(key_probe=prefix_probes(t, res.key_var, res.variables))
+        # Computed again only when the tables grew (a new object) or the conjuncts differ.
+        tables, conjuncts, probes = self._probes_for
+        asked = res.key_var.tobytes() + res.variables.tobytes()
+        if tables is not t or conjuncts != asked or probes is None:
+            probes = prefix_probes(t, res.key_var, res.variables)
+            self._probes_for = (t, asked, probes)
+        return res._replace(key_probe=probes)
 
     def _arrays(self, t: DfaTables) -> DfaArrays:
         """The tables as the loops read them (shared with the ranked runner's loop),
@@ -203,6 +211,7 @@ class SequentialRunner:
         runner.shared = SharedAutomaton(dfa, load_classes(r, x.get("classes"), dfa.class_bits))
         runner.store = Store.load(r, x.get("store"), 4, len(runner.dfa.labels.sets), _heap_rows(plan))
         runner._arrays_of = None
+        runner._probes_for = (None, b"", None)
         return runner
 
     def stats(self, window_start: int) -> dict[str, int]:
