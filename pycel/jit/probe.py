@@ -37,6 +37,7 @@ from .residual import NODE_FAILS, SKIP_ABOVE, SKIP_BELOW, Residual, _bound, _fai
 from .store import E_CHILD, E_LABEL, E_POS, TREAP, U_BIT, U_CMS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
 
 _NO_FLOOR = np.int64(-(2**63))
+_NO_CEILING = np.int64(2**63 - 1)
 
 
 @inner
@@ -103,6 +104,8 @@ def probe_empty(
         a_bit = 1 << res.key_var[k]
         if res.variables[k] & ~above != a_bit:
             continue  # the other side is not bound yet (or reads x's variable)
+        if x >= res.probe_ceiling[k]:
+            continue  # made after a run with a valid a: it has that a too
         found = _extreme(U, unext, child, lo, res.key_side[k] == SKIP_ABOVE, res.visits)
         if found < 0:
             continue
@@ -120,6 +123,9 @@ def probe_empty(
             if _end_only(path, d, res.variables[k] & ~a_bit):
                 res.probe_floor[k] = max(res.probe_floor[k], x)
             return NODE_FAILS | SKIP_BELOW
+        # A valid a: every run made later has it too (whatever the path binds above, it
+        # may still fail: this only spares probing them).
+        res.probe_ceiling[k] = min(res.probe_ceiling[k], x)
     return 0
 
 
@@ -154,6 +160,7 @@ def below_floor(res: Residual, E: Ints, enext: Int, label_masks: Ints, x: Int, k
 
 @inner
 def reset_floors(res: Residual) -> None:
-    """A new enumeration (another last event): no run is known to fail yet."""
+    """A new enumeration (another last event): no run is known to fail or pass yet."""
     for k in range(res.probe_floor.shape[0]):
         res.probe_floor[k] = _NO_FLOOR
+        res.probe_ceiling[k] = _NO_CEILING

@@ -67,7 +67,8 @@ class Residual(NamedTuple):
     snapshot of the index of ``key_var[c]``'s runs, snapshots that only grow (0: none);
     ``key_column[c] = (kind, row)``: the column of the register, ``kind`` 0 in ``ints``,
     1 in ``floats``, -1 none; ``probe_floor[c]``: the probed runs with ids up to it fail
-    c in the current enumeration (work space)."""
+    c in the current enumeration, ``probe_ceiling[c]``: those from it on pass it (work
+    space)."""
 
     code: Ints
     fconst: Floats
@@ -94,6 +95,7 @@ class Residual(NamedTuple):
     key_probe: Ints
     key_column: Ints
     probe_floor: Ints
+    probe_ceiling: Ints
 
 
 def _cmp(op: Int, x: float | Int, y: float | Int) -> Truth:
@@ -403,5 +405,5 @@ def empty_residual() -> Residual:
         np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=np.bool_), np.int64(0),
         np.zeros((0, 2), dtype=np.int64), np.zeros(1, dtype=np.int64), z, z, zf,
         np.zeros(0, dtype=np.bool_), z, np.zeros(64, dtype=np.int64), z, z, z, z, z,
-        np.zeros((0, 2), dtype=np.int64), z,
+        np.zeros((0, 2), dtype=np.int64), z, z,
     )  # fmt: skip

@@ -281,7 +281,7 @@ class Pruning:
             key_var, key_side,
             np.zeros(_KEY_DEPTH, dtype=np.int64), np.zeros(_KEY_DEPTH, dtype=np.int64),
             np.zeros(len(kept), dtype=np.int64), self._key_columns(kept, prog),
-            np.zeros(len(kept), dtype=np.int64),
+            np.zeros(len(kept), dtype=np.int64), np.zeros(len(kept), dtype=np.int64),
         )  # fmt: skip
 
     def _keyed_sides(self, kept: list[int]) -> tuple[Ints, Ints]:
