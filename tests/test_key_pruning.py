@@ -230,13 +230,17 @@ def test_repeated_and_mixed_kinds() -> None:
 
 @st.composite
 def _cases(draw: st.DrawFn) -> tuple[Pattern, list[Tick]]:
-    shape = draw(st.integers(0, 4))
-    middle: Pattern = c if shape != 1 else plus(c)
+    shape = draw(st.integers(0, 6))
+    middle: Pattern = c if shape not in (1, 5) else plus(c)
     body = (
         seq(plus(a), middle, b)
         if shape == 2
         else seq(a, pycel.absent(gap.where(gap.x == 3)), middle, b)
         if shape == 3
+        else seq(a, middle, gap, b)
+        if shape == 5
+        else seq(a, middle, plus(b))
+        if shape == 6
         else seq(a, middle, b)
     )
     parts = []
@@ -293,9 +297,9 @@ def test_generated_key_pruned_patterns_match_the_reference(
     case: tuple[Pattern, list[Tick]], data: st.DataObject
 ) -> None:
     """Generated comparisons with an earlier a (int and float, NaN, -0.0, nulls,
-    arithmetic on the other side) after a plus, across an absence, with windows,
-    partitions, projections, LIMIT and strategies; and pushed in two parts with a snapshot
-    between."""
+    arithmetic on the other side) after a plus, across an absence, before a second middle
+    occurrence or a repeated end, with windows, partitions, projections, LIMIT and
+    strategies; and pushed in two parts with a snapshot between."""
     pattern, events = case
     unlimited, limit = without_limit(pattern)
     with warnings.catch_warnings():
