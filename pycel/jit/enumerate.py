@@ -262,6 +262,7 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
         # fails above: pycel.jit.residual.residual_key_sides).
         low_first = False
         probing = False  # whether some conjunct has emptiness probes
+        floored = False  # whether a probe may have set a floor in this enumeration
         if ordered and residual and res is not None:
             for c in range(res.key_side.shape[0]):
                 if res.key_side[c] != 0:
@@ -319,7 +320,7 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                             skip = SKIP_ABOVE | NODE_FAILS
                         elif below != _KEY_MIN and key <= below:
                             skip = SKIP_BELOW | NODE_FAILS
-                        elif probing and below_floor(res, E, ctr[C_E_NEXT], label_masks, e, key):
+                        elif floored and below_floor(res, E, ctr[C_E_NEXT], label_masks, e, key):
                             skip = SKIP_BELOW | NODE_FAILS  # a probed run no later than one that failed
                         elif U[U_CMS, hs] >= lo:
                             if 2 * d + 4 > path.shape[0]:
@@ -331,6 +332,7 @@ def _enumerator(distinct: bool, ordered: bool = False, residual: bool = False) -
                                 # Maybe a middle run whose snapshot of a's runs has no valid
                                 # a, and nor have those made before it (pycel.jit.probe).
                                 skip |= probe_empty(res, E, U, unext, label_masks, proj_mask, path, d, e, lo)
+                                floored = floored or skip & SKIP_BELOW != 0  # (a floor may be set)
                             if bounded and skip & SKIP_ABOVE:
                                 res.key_above[d] = min(res.key_above[d], key)
                             if bounded and skip & SKIP_BELOW:
