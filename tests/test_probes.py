@@ -12,6 +12,8 @@ queries without probes; the work is counted (nodes visited), not timed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -23,13 +25,19 @@ from pycel.plan.probes import prefix_probes
 from pycel.runtime.runners.sequential import SequentialRunner
 
 
+@contextmanager
+def _probes_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The engine as it ran before the probes (the order pruning only), inside the block."""
+    with monkeypatch.context() as patch:
+        patch.setattr(SequentialRunner, "_probing", lambda self, res, t: res)
+        yield
+
+
 def _counted_without_probes(
     monkeypatch: pytest.MonkeyPatch, pattern: Pattern, events: list[Tick]
 ) -> tuple[int, int]:
-    """:func:`_counted` with the engine as it ran before the probes (the order pruning
-    only)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(SequentialRunner, "_probing", lambda self, res, t: res)
+    """:func:`_counted` with the probes off."""
+    with _probes_off(monkeypatch):
         return _counted(pattern, events)
 
 
@@ -94,8 +102,7 @@ def test_a_middle_event_without_valid_a_is_skipped_with_those_before_it(
         beyond[window] = visits - 3 * n
         n_before, visits_before = _counted_without_probes(monkeypatch, pattern, events)
         assert n == n_before > 0
-        with monkeypatch.context() as patch:
-            patch.setattr(SequentialRunner, "_probing", lambda self, res, t: res)
+        with _probes_off(monkeypatch):
             before = pycel.compile(pattern).run(events).keys()
         assert pycel.compile(pattern).run(events).keys() == before
         assert visits * 3 < visits_before, (window, visits, visits_before)

@@ -33,7 +33,15 @@ import numpy as np
 
 from .arrays import Int, Ints, Truth
 from .inner import inner
-from .residual import NODE_FAILS, SKIP_ABOVE, SKIP_BELOW, Residual, _bound, _fails, _work_space
+from .residual import (
+    NODE_FAILS,
+    SKIP_ABOVE,
+    SKIP_BELOW,
+    Residual,
+    bound_variables,
+    conjunct_fails,
+    work_space,
+)
 from .store import E_CHILD, E_LABEL, E_POS, TREAP, U_BIT, U_CMS, U_CONTENT, U_LEFT, U_MS, U_RIGHT, live
 
 _NO_FLOOR = np.int64(-(2**63))
@@ -89,15 +97,16 @@ def probe_empty(
     """What to skip at the creation-ordered index node at path depth ``d`` whose content
     is the extend node ``x``: :data:`NODE_FAILS` if no in-window run of its child index
     passes a probed conjunct, with :data:`SKIP_BELOW` (the index's earlier side) when
-    that holds for every node made before ``x`` too; 0 if it may pass. ``path`` has room
-    for depth ``d + 1``, which this call overwrites."""
+    that holds for every node made before ``x`` too; 0 if it may pass. ``path`` holds
+    ``x`` at depth ``d`` (the enumerator put it there) and has room for depth ``d + 1``,
+    which this call overwrites."""
     emask, umask = E.shape[1] - 1, U.shape[1] - 1
     xs = x & emask
     mask = label_masks[E[E_LABEL, xs]]
     child = E[E_CHILD, xs]
     if not (live(U, unext, child) and U[U_MS, child & umask] >= lo):
         return 0
-    above = _bound(path, d - 1) if d > 0 else 0  # the variables the path binds above x
+    above = bound_variables(path, d - 1) if d > 0 else 0  # the variables the path binds above x
     for k in range(res.key_probe.shape[0]):
         if not res.key_probe[k] & mask:
             continue
@@ -113,11 +122,9 @@ def probe_empty(
         a_mask = label_masks[E[E_LABEL, e]]
         if a_mask != a_bit:
             continue
-        path[2 * d] = E[E_POS, xs]
-        path[2 * d + 1] = mask & proj_mask
         path[2 * d + 2] = E[E_POS, e]
         path[2 * d + 3] = a_mask & proj_mask
-        if _fails(res, path, d + 1, k, _work_space(res, d + 1), False):
+        if conjunct_fails(res, path, d + 1, k, work_space(res, d + 1), False):
             if not _is_number(res, k, E[E_POS, e]):
                 return NODE_FAILS
             if _end_only(path, d, res.variables[k] & ~a_bit):

@@ -253,7 +253,7 @@ def _evaluate(res: Residual, first: Int, last: Int) -> Int:
 
 
 @inner
-def _work_space(res: Residual, d: Int) -> Ints:
+def work_space(res: Residual, d: Int) -> Ints:
     """``res.occ``, or a larger one for this call when the path is deeper than it holds."""
     if res.occ.shape[0] < 64 * (d + 2):
         return np.empty(64 * (d + 2), dtype=np.int64)
@@ -261,7 +261,7 @@ def _work_space(res: Residual, d: Int) -> Ints:
 
 
 @inner
-def _fails(res: Residual, path: Ints, d: Int, c: Int, occ: Ints, counted: Truth) -> bool:
+def conjunct_fails(res: Residual, path: Ints, d: Int, c: Int, occ: Ints, counted: Truth) -> bool:
     """Whether conjunct ``c`` is not True (False, or unknown through a null) on some
     combination of the path's bound events that includes node ``d`` (the path ``0..d``
     binds all its variables); each combination is counted in ``stats`` if ``counted``."""
@@ -326,7 +326,7 @@ def _fails(res: Residual, path: Ints, d: Int, c: Int, occ: Ints, counted: Truth)
 
 
 @inner
-def _bound(path: Ints, d: Int) -> Int:
+def bound_variables(path: Ints, d: Int) -> Int:
     """The variables the path nodes 0..d bind."""
     bound = 0
     for k in range(d + 1):
@@ -343,14 +343,14 @@ def residual_holds(res: Residual, path: Ints, d: Int, passed: Int) -> bool:
     conjuncts (bit c) already found to hold there (:func:`residual_key_sides`)."""
     res.visits[0] += 1
     mask = path[2 * d + 1]
-    bound = _bound(path, d)
-    occ = _work_space(res, d)
+    bound = bound_variables(path, d)
+    occ = work_space(res, d)
     for i in range(res.order.shape[0]):
         c = res.order[i]
         wanted = res.variables[c]
         if (wanted & mask) == 0 or (wanted & ~bound) != 0 or (c < PASSED_BITS and (passed >> c) & 1):
             continue
-        if _fails(res, path, d, c, occ, True):
+        if conjunct_fails(res, path, d, c, occ, True):
             return False
     return True
 
@@ -375,8 +375,8 @@ def residual_key_sides(res: Residual, path: Ints, d: Int) -> Int:
     NaN or null wait in indexes of their own, ordered by creation; there every order
     comparison fails on every run, so skipping by it is right too."""
     mask = path[2 * d + 1]
-    bound = _bound(path, d)
-    occ = _work_space(res, d)
+    bound = bound_variables(path, d)
+    occ = work_space(res, d)
     sides = 0
     for c in range(res.key_var.shape[0]):
         v = res.key_var[c]
@@ -387,7 +387,7 @@ def residual_key_sides(res: Residual, path: Ints, d: Int) -> Int:
             continue
         # Counted once per node, as residual_holds counts its checks.
         res.stats[c, S_CHECKED] += 1
-        if _fails(res, path, d, c, occ, False):
+        if conjunct_fails(res, path, d, c, occ, False):
             res.stats[c, S_FAILED] += 1
             sides |= res.key_side[c] | NODE_FAILS
         elif c < PASSED_BITS:
